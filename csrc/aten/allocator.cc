@@ -1,0 +1,79 @@
+// The tpu allocator: a storage is a Slot; its address is synthetic (DESIGN.md).
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <vector>
+
+#include "aten/tpu_tensor.h"
+#include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "engine/transfer.h"
+#include "lower/registry.h"
+
+namespace tpu::aten {
+
+namespace {
+
+thread_local int tls_device = 0;
+
+void delete_slot(void* ctx) { delete static_cast<engine::Slot*>(ctx); }
+
+class TpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    int device = current_device();
+    uint64_t addr = engine::reserve_address(static_cast<int64_t>(nbytes));
+    auto* slot = new engine::Slot(device, static_cast<int64_t>(nbytes), addr);
+    return {reinterpret_cast<void*>(addr), slot, &delete_slot,
+            c10::Device(kTpu, static_cast<c10::DeviceIndex>(device))};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    TORCH_CHECK(false, "tpu storages cannot be copied byte-wise on the host");
+  }
+};
+
+TpuAllocator g_allocator;
+
+}  // namespace
+
+c10::Allocator* tpu_allocator() { return &g_allocator; }
+
+int current_device() { return tls_device; }
+void set_current_device(int d) { tls_device = d; }
+
+engine::Slot* slot_of(const at::Tensor& t) {
+  auto* slot = static_cast<engine::Slot*>(t.storage().data_ptr().get_context());
+  TORCH_CHECK(slot != nullptr, "tpu tensor without a device storage");
+  return slot;
+}
+
+engine::ViewLayout layout_of(const at::Tensor& t) {
+  engine::ViewLayout v;
+  v.sizes = t.sizes().vec();
+  v.strides = t.strides().vec();
+  v.offset = t.storage_offset();
+  return v;
+}
+
+at::Tensor empty_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) {
+  c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device)));
+  return at::detail::empty_generic(sizes, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   dtype, c10::MemoryFormat::Contiguous);
+}
+
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buf, c10::ScalarType dtype,
+                       c10::IntArrayRef sizes, int device) {
+  at::Tensor t = empty_tpu(sizes, dtype, device);
+  slot_of(t)->set_buffer(std::move(buf), lower::to_elem(dtype));
+  return t;
+}
+
+void materialize_zeros(engine::Slot* slot, c10::ScalarType dtype) {
+  if (slot->has_buffer()) return;
+  hlo::ElemType elem = lower::to_elem(dtype);
+  int64_t n = slot->nbytes() / static_cast<int64_t>(engine::elem_size(elem));
+  slot->set_buffer(engine::zeros(elem, n, slot->device()), elem);
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,100 @@
+// Copies between devices: cpu -> tpu, tpu -> cpu, tpu -> tpu.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include "aten/kernels.h"
+#include "aten/op_kernel.h"
+#include "aten/tpu_tensor.h"
+#include "engine/transfer.h"
+#include "lower/registry.h"
+
+namespace tpu::aten {
+
+namespace {
+
+bool is_tpu(const at::Tensor& t) { return t.device().type() == kTpu; }
+
+// dst <- src on the device, through the lowering of aten::copy.
+void device_copy(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack stack{dst, src, non_blocking};
+  op_kernel(op, &stack);
+}
+
+void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  // Convert and lay out on the host, then one transfer.
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  engine::Slot* slot = slot_of(dst);
+  hlo::ElemType elem = lower::to_elem(dst.scalar_type());
+  int64_t length = slot->nbytes() / static_cast<int64_t>(engine::elem_size(elem));
+  if (engine::covers_whole(layout_of(dst), length)) {
+    slot->set_buffer(engine::upload(host.const_data_ptr(), elem, {length}, slot->device()), elem);
+    return;
+  }
+  int64_t n = host.numel();
+  at::Tensor staged = wrap_buffer(engine::upload(host.const_data_ptr(), elem, {n}, slot->device()),
+                                  dst.scalar_type(), dst.sizes(), slot->device());
+  device_copy(dst, staged, false);
+}
+
+}  // namespace
+
+at::Tensor to_host(const at::Tensor& self) {
+  at::Tensor src = self;
+  engine::Slot* slot = slot_of(src);
+  hlo::ElemType elem = lower::to_elem(src.scalar_type());
+  bool direct = slot->has_buffer() && slot->elem() == elem &&
+                engine::covers_whole(layout_of(src), slot->length());
+  if (!direct) {
+    src = at::empty(self.sizes(), self.options());
+    device_copy(src, self, false);
+    slot = slot_of(src);
+  }
+  at::Tensor out = at::empty(self.sizes(), self.options().device(c10::kCPU));
+  if (out.numel() == 0) return out;
+  engine::download(*slot->buffer(), out.mutable_data_ptr(), out.nbytes());
+  return out;
+}
+
+namespace {
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  if (is_tpu(self) && is_tpu(src)) {
+    if (self.device() != src.device()) {
+      // PJRT does not move buffers between devices: stage through the host.
+      host_to_device(self, to_host(src));
+    } else {
+      device_copy(self, src, non_blocking);
+    }
+  } else if (is_tpu(self)) {
+    TORCH_CHECK(src.device().is_cpu(), "copy from ", src.device(), " to tpu is not supported");
+    host_to_device(self, src);
+  } else {
+    TORCH_CHECK(self.device().is_cpu(), "copy from tpu to ", self.device(), " is not supported");
+    self.copy_(to_host(src));
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+}  // namespace
+
+void register_copy_kernels(torch::Library& m) {
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,21 @@
+// The generic boxed kernel registered for every lowered op (see op_kernel.cc).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+
+#include "hlo/builder.h"
+#include "pjrt/pjrt.h"
+
+namespace tpu::aten {
+
+void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// A device buffer holding one scalar value, cached by value.
+std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, hlo::ElemType elem, int device);
+
+void clear_program_cache();
+size_t program_cache_size();
+
+}  // namespace tpu::aten

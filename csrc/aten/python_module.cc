@@ -1,0 +1,114 @@
+// The torch_tpu._C Python module: runtime set-up, device queries, memory and
+// metrics, used by torch_tpu/*.py.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/generator.h"
+#include "aten/kernels.h"
+#include "aten/op_info.h"
+#include "aten/op_kernel.h"
+#include "aten/tpu_tensor.h"
+#include "engine/executor.h"
+#include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "lower/registry.h"
+
+namespace tpu::aten {
+void register_hooks();
+}
+
+namespace py = pybind11;
+using tpu::engine::Runtime;
+
+namespace {
+
+// PJRT failures become RuntimeError with PJRT's message.
+template <typename F>
+auto guarded(F f) {
+  try {
+    return f();
+  } catch (const tpu::pjrt::Error& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+py::dict metrics_dict() {
+  auto& m = tpu::engine::metrics();
+  py::dict d;
+  d["ops_executed"] = m.ops_executed.load();
+  d["programs_compiled"] = m.programs_compiled.load();
+  d["compile_seconds"] = m.compile_ns.load() / 1e9;
+  d["cache_hits"] = m.cache_hits.load();
+  d["cache_misses"] = m.cache_misses.load();
+  d["executions"] = m.executions.load();
+  d["bytes_to_device"] = m.bytes_to_device.load();
+  d["bytes_to_host"] = m.bytes_to_host.load();
+  d["cpu_fallback_ops"] = m.cpu_fallback_ops.load();
+  py::dict fb;
+  for (const auto& [k, v] : m.fallback_counts()) fb[py::str(k)] = v;
+  d["cpu_fallback_counts"] = fb;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_tpu native core";
+  m.def("_register", [] {
+    tpu::aten::register_hooks();
+    tpu::aten::register_all_kernels();
+  });
+  m.def("_configure", [](const std::string& platform, const std::string& path, int64_t cpu_devices) {
+    Runtime::get().configure(platform, path, cpu_devices);
+  });
+  m.def("_initialized", [] { return Runtime::get().initialized(); });
+  m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });
+  m.def("_device_count", [] { return guarded([] { return Runtime::get().device_count(); }); });
+  m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
+  m.def("_platform_version", [] {
+    return guarded([] { return Runtime::get().client().platform_version(); });
+  });
+  m.def("_device_kind", [](int i) {
+    return guarded([i] {
+      Runtime::get().check_device(i);
+      return Runtime::get().client().devices()[i].kind;
+    });
+  });
+  m.def("_plugin_path", [] { return Runtime::get().plugin_path(); });
+  m.def("_platform", [] { return Runtime::get().platform(); });
+  m.def("_check_device", [](int i) { guarded([i] { Runtime::get().check_device(i); return 0; }); });
+  m.def("_synchronize", [](int device) {
+    py::gil_scoped_release nogil;
+    guarded([device] { tpu::engine::synchronize(device); return 0; });
+  });
+  m.def("_memory_allocated", [](int d) { return Runtime::get().allocated(d); });
+  m.def("_max_memory_allocated", [](int d) { return Runtime::get().peak(d); });
+  m.def("_allocation_count", [](int d) { return Runtime::get().alloc_count(d); });
+  m.def("_reset_peak_memory_stats", [](int d) { Runtime::get().reset_peak(d); });
+  m.def("_metrics", &metrics_dict);
+  m.def("_reset_metrics", [] { tpu::engine::metrics().reset(); });
+  m.def("_set_launch_blocking", &tpu::engine::set_launch_blocking);
+  m.def("_launch_blocking", &tpu::engine::launch_blocking);
+  m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
+  m.def("_program_cache_size", &tpu::aten::program_cache_size);
+  m.def("_lowered_op_names", [] {
+    std::vector<std::string> names;
+    for (const auto& op : tpu::aten::lowered_ops())
+      names.push_back(tpu::aten::full_name(op.schema().operator_name()));
+    return names;
+  });
+  m.def("_lowering_names", [] {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : tpu::lower::all()) names.push_back(k);
+    return names;
+  });
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(tpu::aten::default_generator(device)));
+  });
+  m.def("_current_device", [] { return tpu::aten::current_device(); });
+  m.def("_set_device", [](int d) {
+    guarded([d] { Runtime::get().check_device(d); return 0; });
+    tpu::aten::set_current_device(d);
+  });
+}

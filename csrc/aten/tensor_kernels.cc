@@ -1,0 +1,179 @@
+// Kernels that are not lowerings: allocation, metadata-only views, set_,
+// resize_, and reading one element to the host.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/kernels.h"
+#include "aten/tpu_tensor.h"
+#include "engine/executor.h"
+#include "engine/runtime.h"
+#include "engine/transfer.h"
+#include "lower/registry.h"
+
+namespace tpu::aten {
+
+namespace {
+
+c10::DispatchKeySet tpu_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+int device_of(std::optional<c10::Device> d) {
+  int idx = d.has_value() && d->has_index() ? d->index() : current_device();
+  engine::Runtime::get().check_device(idx);
+  return idx;
+}
+
+void check_dtype(c10::ScalarType t) { (void)lower::to_elem(t); }
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(t);
+  int d = device_of(device);
+  c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(d)));
+  return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(), t, memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(t);
+  int d = device_of(device);
+  c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(d)));
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(), t);
+}
+
+// A device program that copies the first `from` elements into a zero-padded
+// array of `to` elements (growing a storage keeps its contents).
+std::shared_ptr<pjrt::Buffer> grow(const std::shared_ptr<pjrt::Buffer>& buf, hlo::ElemType elem,
+                                   int64_t from, int64_t to, int device) {
+  static std::mutex mu;
+  static auto* progs = new std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>>();
+  std::string key = std::to_string(int(elem)) + ":" + std::to_string(from) + ":" + std::to_string(to);
+  std::shared_ptr<pjrt::Executable> exe;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = progs->find(key);
+    if (it != progs->end()) exe = it->second;
+  }
+  if (!exe) {
+    hlo::Builder b;
+    hlo::Value p = b.parameter({elem, {from}});
+    b.ret({b.pad(p, b.constant_i(0, elem), {0}, {to - from}, {0})});
+    exe = engine::compile_program(b.module_text(), "resize_");
+    std::lock_guard<std::mutex> g(mu);
+    (*progs)[key] = exe;
+  }
+  return engine::launch(*exe, {buf.get()}, device, "resize_")[0];
+}
+
+}  // namespace
+
+void resize_storage(const at::Tensor& self, int64_t new_nbytes) {
+  engine::Slot* slot = slot_of(self);
+  if (new_nbytes <= slot->nbytes()) return;
+  uint64_t addr = engine::reserve_address(new_nbytes);
+  std::shared_ptr<pjrt::Buffer> buf;
+  hlo::ElemType elem = slot->elem();
+  if (slot->has_buffer() && slot->length() > 0) {
+    int64_t size = static_cast<int64_t>(engine::elem_size(elem));
+    buf = grow(slot->buffer(), elem, slot->length(), new_nbytes / size, slot->device());
+  }
+  slot->reset(new_nbytes, addr, buf, elem);
+  c10::StorageImpl* st = self.storage().unsafeGetStorageImpl();
+  // Keep the DataPtr's context (the Slot) and device; only the address moves.
+  c10::DataPtr old = st->set_data_ptr(c10::DataPtr(nullptr, c10::Device(kTpu)));
+  c10::DataPtr moved(reinterpret_cast<void*>(addr), old.release_context(), old.get_deleter(),
+                     old.device());
+  st->set_data_ptr_noswap(std::move(moved));
+  st->set_nbytes(new_nbytes);
+}
+
+namespace {
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  int64_t offset = impl->storage_offset();
+  std::vector<int64_t> strides;
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Contiguous &&
+      *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*memory_format);
+  int64_t need = static_cast<int64_t>(at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.dtype().itemsize(), offset));
+  if (self.numel() > 0) resize_storage(self, need);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
+  int64_t need = static_cast<int64_t>(at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.dtype().itemsize(), offset));
+  if (self.numel() > 0) resize_storage(self, need);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage st(c10::Storage::use_byte_size_t(), 0, tpu_allocator(), true);
+  return set_storage(self, std::move(st), 0, {0}, {});
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor cpu = to_host(self);
+  return cpu.item();
+}
+
+}  // namespace
+
+void register_tensor_kernels(torch::Library& m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("alias", TORCH_FN(at::native::alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace tpu::aten

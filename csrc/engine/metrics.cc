@@ -1,0 +1,35 @@
+#include "engine/metrics.h"
+
+namespace tpu::engine {
+
+Metrics& metrics() {
+  static Metrics* m = new Metrics();  // leaked: used until process exit
+  return *m;
+}
+
+std::map<std::string, uint64_t> Metrics::fallback_counts() {
+  std::lock_guard<std::mutex> g(mu_);
+  return fallback_;
+}
+
+bool Metrics::note_fallback(const std::string& op) {
+  cpu_fallback_ops++;
+  std::lock_guard<std::mutex> g(mu_);
+  return fallback_[op]++ == 0;
+}
+
+void Metrics::reset() {
+  ops_executed = 0;
+  programs_compiled = 0;
+  compile_ns = 0;
+  cache_hits = 0;
+  cache_misses = 0;
+  executions = 0;
+  bytes_to_device = 0;
+  bytes_to_host = 0;
+  cpu_fallback_ops = 0;
+  std::lock_guard<std::mutex> g(mu_);
+  fallback_.clear();
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,37 @@
+// Counters every layer above PJRT reports into; read by torch_tpu.debug.metrics().
+// Plain atomics: cheap enough for the per-op hot path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace tpu::engine {
+
+struct Metrics {
+  std::atomic<uint64_t> ops_executed{0};       // ops run through a lowering
+  std::atomic<uint64_t> programs_compiled{0};  // XLA compilations
+  std::atomic<uint64_t> compile_ns{0};         // time spent in PJRT compile
+  std::atomic<uint64_t> cache_hits{0};         // in-memory program cache
+  std::atomic<uint64_t> cache_misses{0};
+  std::atomic<uint64_t> executions{0};         // PJRT executions launched
+  std::atomic<uint64_t> bytes_to_device{0};
+  std::atomic<uint64_t> bytes_to_host{0};
+  std::atomic<uint64_t> cpu_fallback_ops{0};
+
+  // CPU-fallback op name -> count.
+  std::map<std::string, uint64_t> fallback_counts();
+  // Returns true the first time `op` falls back (the caller warns once).
+  bool note_fallback(const std::string& op);
+  void reset();
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, uint64_t> fallback_;
+};
+
+Metrics& metrics();
+
+}  // namespace tpu::engine

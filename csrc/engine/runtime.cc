@@ -1,0 +1,119 @@
+#include "engine/runtime.h"
+
+#include <pthread.h>
+
+#include <stdexcept>
+
+namespace tpu::engine {
+
+namespace {
+void on_fork_child() { Runtime::get().mark_forked(); }
+}  // namespace
+
+Runtime& Runtime::get() {
+  static Runtime* r = new Runtime();  // leaked on purpose: PJRT clients must not be
+                                      // torn down by static destructors at exit
+  return *r;
+}
+
+Runtime::Runtime() : mem_(64) { pthread_atfork(nullptr, nullptr, on_fork_child); }
+
+void Runtime::configure(const std::string& platform, const std::string& plugin_path,
+                        int64_t cpu_device_count) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (client_) {
+    if (plugin_path != plugin_path_)
+      throw std::runtime_error("torch_tpu: the PJRT runtime is already initialised with '" +
+                               plugin_path_ + "'; the platform cannot change in a process");
+    return;
+  }
+  platform_ = platform;
+  plugin_path_ = plugin_path;
+  cpu_device_count_ = cpu_device_count;
+  init_error_.clear();
+}
+
+bool Runtime::configured() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return !plugin_path_.empty();
+}
+
+bool Runtime::initialized() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return client_ != nullptr;
+}
+
+pjrt::Client& Runtime::client() {
+  if (forked_)
+    throw std::runtime_error(
+        "torch_tpu: cannot use the tpu device in a forked subprocess after the parent "
+        "initialised it. Use the 'spawn' start method (multiprocessing.set_start_method"
+        "('spawn')), as with CUDA.");
+  std::lock_guard<std::mutex> g(mu_);
+  if (client_) return *client_;
+  if (!init_error_.empty()) throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION, init_error_);
+  if (plugin_path_.empty())
+    throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION,
+                      "torch_tpu: no PJRT plugin configured; import torch_tpu first");
+  try {
+    auto plugin = pjrt::Plugin::load(plugin_path_);
+    pjrt::ClientOptions opts;
+    if (platform_ == "cpu") opts["cpu_device_count"] = cpu_device_count_;
+    client_ = pjrt::Client::create(plugin, opts);
+  } catch (const pjrt::Error& e) {
+    init_error_ = std::string("torch_tpu: cannot start the '") + platform_ +
+                  "' platform: " + e.what();
+    throw pjrt::Error(e.code(), init_error_);
+  }
+  return *client_;
+}
+
+int Runtime::device_count() { return static_cast<int>(client().device_count()); }
+
+void Runtime::check_device(int index) {
+  int n = device_count();
+  if (index < 0 || index >= n)
+    throw std::out_of_range("tpu device index " + std::to_string(index) +
+                            " is out of range: this process has " + std::to_string(n) +
+                            " tpu device(s) (valid indices 0.." + std::to_string(n - 1) + ")");
+}
+
+Runtime::Mem& Runtime::mem(int device) {
+  if (device < 0 || device >= static_cast<int>(mem_.size())) device = 0;
+  return mem_[device];
+}
+
+void Runtime::note_alloc(int device, int64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  Mem& m = mem(device);
+  m.live += bytes;
+  m.count++;
+  if (m.live > m.peak) m.peak = m.live;
+}
+
+void Runtime::note_free(int device, int64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  Mem& m = mem(device);
+  m.live -= bytes;
+  m.count--;
+}
+
+int64_t Runtime::allocated(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return const_cast<Runtime*>(this)->mem(device).live;
+}
+int64_t Runtime::peak(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return const_cast<Runtime*>(this)->mem(device).peak;
+}
+int64_t Runtime::alloc_count(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return const_cast<Runtime*>(this)->mem(device).count;
+}
+void Runtime::reset_peak(int device) {
+  std::lock_guard<std::mutex> g(mu_);
+  Mem& m = mem(device);
+  m.peak = m.live;
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,74 @@
+#include "engine/transfer.h"
+
+#include <stdexcept>
+
+#include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "engine/slot.h"
+
+namespace tpu::engine {
+
+using hlo::ElemType;
+
+PJRT_Buffer_Type to_pjrt(ElemType t) {
+  switch (t) {
+    case ElemType::PRED: return PJRT_Buffer_Type_PRED;
+    case ElemType::S8: return PJRT_Buffer_Type_S8;
+    case ElemType::S16: return PJRT_Buffer_Type_S16;
+    case ElemType::S32: return PJRT_Buffer_Type_S32;
+    case ElemType::S64: return PJRT_Buffer_Type_S64;
+    case ElemType::U8: return PJRT_Buffer_Type_U8;
+    case ElemType::U16: return PJRT_Buffer_Type_U16;
+    case ElemType::U32: return PJRT_Buffer_Type_U32;
+    case ElemType::U64: return PJRT_Buffer_Type_U64;
+    case ElemType::F16: return PJRT_Buffer_Type_F16;
+    case ElemType::BF16: return PJRT_Buffer_Type_BF16;
+    case ElemType::F32: return PJRT_Buffer_Type_F32;
+    case ElemType::F64: return PJRT_Buffer_Type_F64;
+    case ElemType::C64: return PJRT_Buffer_Type_C64;
+    case ElemType::C128: return PJRT_Buffer_Type_C128;
+  }
+  throw std::invalid_argument("unknown element type");
+}
+
+ElemType from_pjrt(PJRT_Buffer_Type t) {
+  switch (t) {
+    case PJRT_Buffer_Type_PRED: return ElemType::PRED;
+    case PJRT_Buffer_Type_S8: return ElemType::S8;
+    case PJRT_Buffer_Type_S16: return ElemType::S16;
+    case PJRT_Buffer_Type_S32: return ElemType::S32;
+    case PJRT_Buffer_Type_S64: return ElemType::S64;
+    case PJRT_Buffer_Type_U8: return ElemType::U8;
+    case PJRT_Buffer_Type_U16: return ElemType::U16;
+    case PJRT_Buffer_Type_U32: return ElemType::U32;
+    case PJRT_Buffer_Type_U64: return ElemType::U64;
+    case PJRT_Buffer_Type_F16: return ElemType::F16;
+    case PJRT_Buffer_Type_BF16: return ElemType::BF16;
+    case PJRT_Buffer_Type_F32: return ElemType::F32;
+    case PJRT_Buffer_Type_F64: return ElemType::F64;
+    case PJRT_Buffer_Type_C64: return ElemType::C64;
+    case PJRT_Buffer_Type_C128: return ElemType::C128;
+    default: break;
+  }
+  throw std::invalid_argument("unsupported PJRT buffer type " + std::to_string(int(t)));
+}
+
+std::shared_ptr<pjrt::Buffer> upload(const void* data, ElemType elem,
+                                     const std::vector<int64_t>& dims, int device) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  metrics().bytes_to_device += static_cast<uint64_t>(n) * elem_size(elem);
+  return Runtime::get().client().buffer_from_host(data, to_pjrt(elem), dims, device);
+}
+
+std::shared_ptr<pjrt::Buffer> zeros(ElemType elem, int64_t n, int device) {
+  std::vector<uint8_t> host(static_cast<size_t>(n) * elem_size(elem), 0);
+  return Runtime::get().client().buffer_from_host(host.data(), to_pjrt(elem), {n}, device);
+}
+
+void download(const pjrt::Buffer& buf, void* dst, size_t nbytes) {
+  metrics().bytes_to_host += nbytes;
+  buf.to_host(dst, nbytes);
+}
+
+}  // namespace tpu::engine

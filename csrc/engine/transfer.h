@@ -1,0 +1,23 @@
+// Host <-> device copies with metrics, and the element-type mapping between
+// the hlo and pjrt layers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hlo/builder.h"
+#include "pjrt/pjrt.h"
+
+namespace tpu::engine {
+
+PJRT_Buffer_Type to_pjrt(hlo::ElemType t);
+hlo::ElemType from_pjrt(PJRT_Buffer_Type t);
+
+std::shared_ptr<pjrt::Buffer> upload(const void* data, hlo::ElemType elem,
+                                     const std::vector<int64_t>& dims, int device);
+// A rank-1 zero-filled buffer of `n` elements.
+std::shared_ptr<pjrt::Buffer> zeros(hlo::ElemType elem, int64_t n, int device);
+void download(const pjrt::Buffer& buf, void* dst, size_t nbytes);
+
+}  // namespace tpu::engine

@@ -1,0 +1,34 @@
+// Reading and writing strided views of a storage inside a program.
+//
+// A storage enters a program as a rank-1 array (its Slot buffer). A tensor is a
+// view of it: sizes, strides and an element offset. Reading a view emits
+// slice/reshape/transpose/broadcast where the strides allow and a gather where
+// they do not; writing emits a whole replacement, a dynamic_update_slice for a
+// contiguous range, or a scatter. Torch-free: layouts are plain vectors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace tpu::engine {
+
+struct ViewLayout {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  int64_t numel() const;
+  bool is_contiguous() const;  // row-major dense (size-1 dims ignored)
+};
+
+// True when the view is the whole storage, densely, from element 0.
+bool covers_whole(const ViewLayout& v, int64_t length);
+
+// The view's elements as a dense value of shape v.sizes.
+hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& v);
+
+// `base` with the view's elements replaced by `value` (shape v.sizes, same
+// element type as base).
+hlo::Value write_view(hlo::Builder& b, hlo::Value base, const ViewLayout& v, hlo::Value value);
+
+}  // namespace tpu::engine

@@ -1,0 +1,166 @@
+#include "lower/helpers.h"
+
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+namespace tpu::lower {
+
+ElemType opmath(ElemType t) {
+  return (t == ElemType::F16 || t == ElemType::BF16) ? ElemType::F32 : t;
+}
+
+namespace {
+int category(c10::ScalarType t) {
+  if (t == c10::ScalarType::Bool) return 0;
+  if (c10::isIntegralType(t, false)) return 1;
+  if (c10::isFloatingType(t)) return 2;
+  return 3;  // complex
+}
+
+c10::ScalarType promote(c10::ScalarType a, c10::ScalarType b) {
+  if (a == c10::ScalarType::Undefined) return b;
+  if (b == c10::ScalarType::Undefined) return a;
+  return c10::promoteTypes(a, b);
+}
+}  // namespace
+
+c10::ScalarType result_type(const Ctx& c, const std::vector<size_t>& args) {
+  // Three priority levels as in c10 ResultTypeState: dimensioned tensors,
+  // zero-dim tensors, wrapped numbers / Scalars.
+  c10::ScalarType dim = c10::ScalarType::Undefined, zero = dim, wrapped = dim;
+  for (size_t i : args) {
+    const Arg& a = c.arg(i);
+    if (a.kind == Arg::kTensor) {
+      if (a.wrapped_number) {
+        c10::ScalarType t = a.dtype;
+        // Wrapped numbers participate as the default type of their category.
+        if (c10::isFloatingType(t)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
+        else if (c10::isComplexType(t)) t = c10::typeMetaToScalarType(c10::get_default_complex_dtype());
+        wrapped = promote(wrapped, t);
+      } else if (a.tensor.rank() == 0) {
+        zero = promote(zero, a.dtype);
+      } else {
+        dim = promote(dim, a.dtype);
+      }
+    } else if (a.kind == Arg::kScalar) {
+      c10::ScalarType t = to_scalar_type(a.scalar.elem());
+      if (t == c10::ScalarType::Double) t = c10::typeMetaToScalarType(c10::get_default_dtype());
+      else if (t == c10::ScalarType::ComplexDouble)
+        t = c10::typeMetaToScalarType(c10::get_default_complex_dtype());
+      wrapped = promote(wrapped, t);
+    }
+  }
+  auto combine = [](c10::ScalarType higher, c10::ScalarType lower) {
+    if (higher == c10::ScalarType::Undefined) return lower;
+    if (lower == c10::ScalarType::Undefined) return higher;
+    if (category(lower) > category(higher)) {
+      // A lower-priority operand of a higher category lifts the result to it.
+      if (category(lower) == 3 && category(higher) == 2) return c10::toComplexType(higher);
+      return promote(higher, lower);
+    }
+    return higher;
+  };
+  return combine(combine(dim, zero), wrapped);
+}
+
+Value cast(hlo::Builder& b, Value v, ElemType t) {
+  if (v.elem() == t) return v;
+  if (hlo::is_complex(v.elem()) && !hlo::is_complex(t)) v = b.unary("real", v);
+  if (t == ElemType::PRED && !hlo::is_complex(v.elem())) {
+    return b.compare(v, zeros_like(b, v), hlo::Cmp::NE);
+  }
+  return b.convert(v, t);
+}
+
+Value bcast(hlo::Builder& b, Value v, const std::vector<int64_t>& dims) {
+  if (v.dims() == dims) return v;
+  return b.broadcast_to(v, dims);
+}
+
+std::pair<Value, Value> align(hlo::Builder& b, Value x, Value y, ElemType t) {
+  auto dims = hlo::broadcast_shapes(x.dims(), y.dims());
+  return {bcast(b, cast(b, x, t), dims), bcast(b, cast(b, y, t), dims)};
+}
+
+Value zeros_like(hlo::Builder& b, Value v) {
+  return hlo::is_float(v.elem()) || hlo::is_complex(v.elem()) ? b.splat_f(0, v.type)
+                                                                : b.splat_i(0, v.type);
+}
+
+Value scalar_like(hlo::Builder& b, double f, Value v) {
+  return hlo::is_float(v.elem()) || hlo::is_complex(v.elem())
+             ? b.splat_f(f, v.type)
+             : b.splat_i(static_cast<int64_t>(f), v.type);
+}
+
+int64_t wrap_dim(int64_t d, int64_t rank) {
+  int64_t r = rank == 0 ? 1 : rank;
+  TORCH_CHECK_INDEX(d >= -r && d < r, "Dimension out of range (expected to be in range of [",
+                    -r, ", ", r - 1, "], but got ", d, ")");
+  return d < 0 ? d + r : d;
+}
+
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& d, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t x : d) out.push_back(wrap_dim(x, rank));
+  return out;
+}
+
+namespace {
+Value reduce_impl(hlo::Builder& b, Value v, const std::vector<int64_t>& dims_in, bool keepdim,
+                  hlo::ReduceOp op, Value init) {
+  std::vector<int64_t> dims = dims_in;
+  if (v.rank() == 0) return v;
+  Value r = b.reduce(v, init, dims, op);
+  if (!keepdim) return r;
+  std::vector<int64_t> kd = v.dims();
+  for (int64_t d : dims) kd[d] = 1;
+  return b.reshape(r, kd);
+}
+
+Value lowest(hlo::Builder& b, ElemType t) {
+  if (hlo::is_float(t)) return b.constant_f(-std::numeric_limits<double>::infinity(), t);
+  if (t == ElemType::PRED) return b.constant_i(0, t);
+  if (hlo::is_unsigned_int(t)) return b.constant_i(0, t);
+  int bits = hlo::bit_width(t);
+  return b.constant_i(bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)), t);
+}
+
+Value highest(hlo::Builder& b, ElemType t) {
+  if (hlo::is_float(t)) return b.constant_f(std::numeric_limits<double>::infinity(), t);
+  if (t == ElemType::PRED) return b.constant_i(1, t);
+  int bits = hlo::bit_width(t);
+  if (hlo::is_unsigned_int(t))
+    return b.constant_i(bits == 64 ? -1 : (int64_t(1) << bits) - 1, t);
+  return b.constant_i(bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1, t);
+}
+}  // namespace
+
+Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Add,
+                     hlo::is_float(v.elem()) || hlo::is_complex(v.elem()) ? b.constant_f(0, v.elem())
+                                                                          : b.constant_i(0, v.elem()));
+}
+Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Max, lowest(b, v.elem()));
+}
+Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Min, highest(b, v.elem()));
+}
+
+void register_all() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  register_elementwise();
+  register_reductions();
+  register_linalg();
+  register_nn();
+  register_shape_ops();
+  register_factories();
+  register_random();
+  register_foreach();
+}
+
+}  // namespace tpu::lower

@@ -1,0 +1,51 @@
+// Building blocks shared by the lowering files.
+#pragma once
+
+#include <vector>
+
+#include "lower/registry.h"
+
+namespace tpu::lower {
+
+using hlo::ElemType;
+using hlo::Value;
+
+// The type arithmetic runs in: float16/bfloat16 compute in float32, as
+// PyTorch's CPU kernels do, then round once.
+ElemType opmath(ElemType t);
+
+// PyTorch's result_type over the given arguments (tensors by dimension
+// category, 0-dim tensors, wrapped numbers and Scalars), following
+// c10's ResultTypeState rules.
+c10::ScalarType result_type(const Ctx& c, const std::vector<size_t>& args);
+
+// Converts and broadcasts `v` to `t` and `dims`.
+Value cast(hlo::Builder& b, Value v, ElemType t);
+Value bcast(hlo::Builder& b, Value v, const std::vector<int64_t>& dims);
+
+// Brings a and b to a common shape and element type `t`.
+std::pair<Value, Value> align(hlo::Builder& b, Value x, Value y, ElemType t);
+
+Value zeros_like(hlo::Builder& b, Value v);
+Value scalar_like(hlo::Builder& b, double f, Value v);  // splat of v's type
+
+// Normalises a possibly negative dim against `rank`.
+int64_t wrap_dim(int64_t d, int64_t rank);
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& d, int64_t rank);
+
+// Sum over `dims` (keepdim adds size-1 dims back), in the accumulation type.
+Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
+Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
+Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
+
+// Registration functions of the lowering files.
+void register_elementwise();
+void register_reductions();
+void register_linalg();
+void register_nn();
+void register_shape_ops();
+void register_factories();
+void register_random();
+void register_foreach();
+
+}  // namespace tpu::lower

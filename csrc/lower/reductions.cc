@@ -1,0 +1,68 @@
+// Reductions: sum, mean, amax/amin. Accumulate in opmath of the result type.
+#include "lower/helpers.h"
+
+namespace tpu::lower {
+
+namespace {
+
+std::vector<int64_t> reduce_dims(const Ctx& c, size_t i, int64_t rank) {
+  std::vector<int64_t> dims = c.is_none(i) ? std::vector<int64_t>{} : c.ints(i);
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+    return dims;
+  }
+  return wrap_dims(dims, rank);
+}
+
+c10::ScalarType sum_type(const Ctx& c, size_t self, std::optional<c10::ScalarType> dtype) {
+  if (dtype) return *dtype;
+  c10::ScalarType t = c.dtype(self);
+  return c10::isIntegralType(t, true) ? c10::ScalarType::Long : t;
+}
+
+Value sum_over(Ctx& c, c10::ScalarType out, const std::vector<int64_t>& dims, bool keepdim) {
+  ElemType acc = opmath(to_elem(out));
+  return reduce_sum(c.b, cast(c.b, c.tensor(0), acc), dims, keepdim);
+}
+
+Value mean_over(Ctx& c, c10::ScalarType out, const std::vector<int64_t>& dims, bool keepdim) {
+  ElemType acc = opmath(to_elem(out));
+  Value x = cast(c.b, c.tensor(0), acc);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.dims()[d];
+  Value s = reduce_sum(c.b, x, dims, keepdim);
+  return c.b.div(s, scalar_like(c.b, static_cast<double>(n), s));
+}
+
+}  // namespace
+
+void register_reductions() {
+  add("sum.dim_IntList", [](Ctx& c) -> std::vector<Value> {
+    auto dims = reduce_dims(c, 1, c.tensor(0).rank());
+    return {sum_over(c, sum_type(c, 0, c.opt_dtype(3)), dims, c.bool_arg(2))};
+  });
+  add("sum", [](Ctx& c) -> std::vector<Value> {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < c.tensor(0).rank(); ++d) dims.push_back(d);
+    return {sum_over(c, sum_type(c, 0, c.opt_dtype(1)), dims, false)};
+  });
+  add("mean.dim", [](Ctx& c) -> std::vector<Value> {
+    auto dims = reduce_dims(c, 1, c.tensor(0).rank());
+    return {mean_over(c, c.opt_dtype(3).value_or(c.dtype(0)), dims, c.bool_arg(2))};
+  });
+  add("mean", [](Ctx& c) -> std::vector<Value> {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < c.tensor(0).rank(); ++d) dims.push_back(d);
+    return {mean_over(c, c.opt_dtype(1).value_or(c.dtype(0)), dims, false)};
+  });
+  add("amax", [](Ctx& c) -> std::vector<Value> {
+    auto dims = reduce_dims(c, 1, c.tensor(0).rank());
+    return {reduce_max(c.b, c.tensor(0), dims, c.bool_arg(2))};
+  });
+  add("amin", [](Ctx& c) -> std::vector<Value> {
+    auto dims = reduce_dims(c, 1, c.tensor(0).rank());
+    return {reduce_min(c.b, c.tensor(0), dims, c.bool_arg(2))};
+  });
+}
+
+}  // namespace tpu::lower

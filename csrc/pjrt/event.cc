@@ -1,0 +1,33 @@
+// PJRT_Event wrapper: completion (and failure) of asynchronous device work.
+#include "pjrt/internal.h"
+
+namespace tpu::pjrt {
+
+Event::Event(std::shared_ptr<const Client> client, PJRT_Event* ev)
+    : client_(std::move(client)), ev_(ev) {}
+
+Event::~Event() {
+  if (ev_ == nullptr || client_->api()->PJRT_Event_Destroy == nullptr) return;
+  TPU_PJRT_ARGS(PJRT_Event_Destroy_Args, args);
+  args.event = ev_;
+  detail::destroy_error(client_->api(), client_->api()->PJRT_Event_Destroy(&args));
+}
+
+bool Event::is_ready() const {
+  if (ev_ == nullptr) return true;  // nothing to wait for
+  TPU_PJRT_ARGS(PJRT_Event_IsReady_Args, args);
+  args.event = ev_;
+  TPU_PJRT_CALL(client_->api(), PJRT_Event_IsReady, args, "PJRT_Event_IsReady");
+  return args.is_ready;
+}
+
+void Event::await() const {
+  if (ev_ == nullptr) return;
+  TPU_PJRT_ARGS(PJRT_Event_Await_Args, args);
+  args.event = ev_;
+  // The returned error is the failure of the work the event tracks (e.g. a
+  // runtime error inside an asynchronously launched program).
+  TPU_PJRT_CALL(client_->api(), PJRT_Event_Await, args, "asynchronous device work failed");
+}
+
+}  // namespace tpu::pjrt

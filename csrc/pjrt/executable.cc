@@ -1,0 +1,153 @@
+// PJRT_LoadedExecutable wrapper: launch, serialisation, fingerprint.
+#include <algorithm>
+
+#include "pjrt/internal.h"
+
+namespace tpu::pjrt {
+
+namespace {
+
+// PJRT_LoadedExecutable_GetExecutable hands out a new PJRT_Executable that the
+// caller must destroy; this guard makes sure every path does.
+class UnloadedExecutable {
+ public:
+  UnloadedExecutable(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) : api_(api) {
+    TPU_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args, args);
+    args.loaded_executable = loaded;
+    TPU_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, args,
+                  "PJRT_LoadedExecutable_GetExecutable");
+    exe_ = args.executable;
+  }
+  ~UnloadedExecutable() {
+    if (exe_ == nullptr || api_->PJRT_Executable_Destroy == nullptr) return;
+    TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args, args);
+    args.executable = exe_;
+    detail::destroy_error(api_, api_->PJRT_Executable_Destroy(&args));
+  }
+  UnloadedExecutable(const UnloadedExecutable&) = delete;
+  UnloadedExecutable& operator=(const UnloadedExecutable&) = delete;
+  PJRT_Executable* get() const { return exe_; }
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Executable* exe_ = nullptr;
+};
+
+void destroy_loaded(const PJRT_Api* api, PJRT_LoadedExecutable* exe) noexcept {
+  if (exe == nullptr || api->PJRT_LoadedExecutable_Destroy == nullptr) return;
+  TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
+  args.executable = exe;
+  detail::destroy_error(api, api->PJRT_LoadedExecutable_Destroy(&args));
+}
+
+}  // namespace
+
+Executable::Executable(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* exe)
+    : client_(std::move(client)), exe_(exe) {
+  // The output count is fixed per program and needed on every launch, so ask once.
+  try {
+    UnloadedExecutable unloaded(client_->api(), exe_);
+    TPU_PJRT_ARGS(PJRT_Executable_NumOutputs_Args, args);
+    args.executable = unloaded.get();
+    TPU_PJRT_CALL(client_->api(), PJRT_Executable_NumOutputs, args, "PJRT_Executable_NumOutputs");
+    num_outputs_ = args.num_outputs;
+  } catch (...) {
+    // A throwing constructor skips the destructor; release the executable here.
+    destroy_loaded(client_->api(), exe_);
+    throw;
+  }
+}
+
+Executable::~Executable() { destroy_loaded(client_->api(), exe_); }
+
+size_t Executable::num_outputs() const { return num_outputs_; }
+
+std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffer*>& args,
+                                                         int device,
+                                                         const std::vector<int64_t>& donate) const {
+  const PJRT_Api* api = client_->api();
+  std::vector<PJRT_Buffer*> inputs;
+  inputs.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == nullptr) {
+      throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                  "execute: argument " + std::to_string(i) + " is null");
+    }
+    inputs.push_back(args[i]->raw());
+  }
+  // PJRT donates every input the program aliases unless told otherwise; only
+  // the caller knows which buffers nobody else holds, so everything outside
+  // `donate` is protected explicitly.
+  std::vector<int64_t> non_donatable;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::find(donate.begin(), donate.end(), static_cast<int64_t>(i)) == donate.end()) {
+      non_donatable.push_back(static_cast<int64_t>(i));
+    }
+  }
+
+  TPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
+  options.launch_id = 0;
+  options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
+
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* argument_lists[1] = {inputs.data()};
+  PJRT_Buffer** output_lists[1] = {outputs.data()};
+
+  TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = argument_lists;
+  exec.num_devices = 1;
+  exec.num_args = inputs.size();
+  exec.output_lists = output_lists;
+  // No device_complete_events: each output's ready event already reports
+  // completion and errors, and not asking saves an allocation per launch.
+  exec.device_complete_events = nullptr;
+  exec.execute_device = client_->raw_device(device);
+  TPU_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec,
+                "launching program on device " + std::to_string(device));
+
+  std::vector<std::shared_ptr<Buffer>> result;
+  result.reserve(outputs.size());
+  for (PJRT_Buffer* out : outputs) result.push_back(std::make_shared<Buffer>(client_, out));
+  return result;
+}
+
+std::string Executable::serialize() const {
+  const PJRT_Api* api = client_->api();
+  UnloadedExecutable unloaded(api, exe_);
+  TPU_PJRT_ARGS(PJRT_Executable_Serialize_Args, args);
+  args.executable = unloaded.get();
+  TPU_PJRT_CALL(api, PJRT_Executable_Serialize, args, "serializing executable");
+  std::string bytes;
+  if (args.serialized_bytes != nullptr) bytes.assign(args.serialized_bytes, args.serialized_bytes_size);
+  // The bytes are owned by serialized_executable; free it once copied.
+  if (args.serialized_executable_deleter != nullptr && args.serialized_executable != nullptr) {
+    args.serialized_executable_deleter(args.serialized_executable);
+  }
+  return bytes;
+}
+
+std::string Executable::fingerprint() const {
+  const PJRT_Api* api = client_->api();
+  // PJRT_Executable_Fingerprint is a later addition to PJRT_Api; older plugins
+  // (or ones that do not implement it) simply have no fingerprint.
+  if (api->struct_size < PJRT_STRUCT_SIZE(PJRT_Api, PJRT_Executable_Fingerprint) ||
+      api->PJRT_Executable_Fingerprint == nullptr) {
+    return "";
+  }
+  try {
+    UnloadedExecutable unloaded(api, exe_);
+    TPU_PJRT_ARGS(PJRT_Executable_Fingerprint_Args, args);
+    args.executable = unloaded.get();
+    TPU_PJRT_CALL(api, PJRT_Executable_Fingerprint, args, "PJRT_Executable_Fingerprint");
+    // The string lives as long as the PJRT_Executable: copy before it goes.
+    if (args.executable_fingerprint == nullptr) return "";
+    return std::string(args.executable_fingerprint, args.executable_fingerprint_size);
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,46 @@
+// Helpers shared by the csrc/pjrt sources only (not part of the public face).
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "pjrt/pjrt.h"
+
+namespace tpu::pjrt::detail {
+
+// Every PJRT argument struct starts with struct_size + extension_start and must
+// have all other inputs defined; zero-filling first means a field we do not set
+// is a null pointer / zero count rather than stack garbage.
+template <typename Args>
+Args make_args(size_t struct_size) {
+  Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = struct_size;
+  args.extension_start = nullptr;
+  return args;
+}
+
+// Plugins may leave optional entries null (or be older than our header); a
+// clear exception beats calling through a null pointer.
+template <typename Fn>
+Fn* require_fn(Fn* fn, const char* name) {
+  if (fn == nullptr) {
+    throw Error(PJRT_Error_Code_UNIMPLEMENTED,
+                std::string("PJRT plugin does not implement ") + name);
+  }
+  return fn;
+}
+
+// Frees a PJRT_Error without throwing: used on cleanup paths.
+void destroy_error(const PJRT_Api* api, PJRT_Error* err) noexcept;
+
+}  // namespace tpu::pjrt::detail
+
+// Declares `args` of PJRT type `Type` with struct_size set and the rest zeroed.
+#define TPU_PJRT_ARGS(Type, name) \
+  Type name = ::tpu::pjrt::detail::make_args<Type>(Type##_STRUCT_SIZE)
+
+// Calls api->Fn(&args) and throws Error("<context>: <message>") on failure.
+#define TPU_PJRT_CALL(api, Fn, args, context) \
+  ::tpu::pjrt::check((api), ::tpu::pjrt::detail::require_fn((api)->Fn, #Fn)(&(args)), (context))

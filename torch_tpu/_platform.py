@@ -1,0 +1,45 @@
+"""Choosing the PJRT platform: TORCH_TPU_PLATFORM=tpu|cpu|cuda|/path/to/plugin.so.
+
+Default: TPU when libtpu is installed and a TPU is attached, else the CPU plugin.
+Nothing is loaded here; the plugin is opened on first device use, so a missing or
+broken plugin raises a clear error there rather than breaking `import torch`.
+"""
+import glob
+import os
+
+from . import _plugin_paths
+
+
+def _tpu_attached():
+    return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def select():
+    """Returns (platform name, plugin path or a message starting with '!')."""
+    want = os.environ.get("TORCH_TPU_PLATFORM", "").strip()
+    if not want:
+        tpu = _plugin_paths.tpu_plugin_path()
+        if tpu and _tpu_attached():
+            return "tpu", tpu
+        want = "cpu"
+    if want == "cpu":
+        p = _plugin_paths.cpu_plugin_path()
+        return "cpu", p or "!the CPU PJRT plugin is not installed: pip install xla-cpu-pjrt"
+    if want == "tpu":
+        p = _plugin_paths.tpu_plugin_path()
+        return "tpu", p or "!libtpu is not installed: pip install libtpu (on a TPU VM)"
+    if want in ("cuda", "gpu"):
+        p = _plugin_paths.cuda_plugin_path()
+        return "cuda", p or "!no CUDA PJRT plugin found: pip install jax-cuda12-pjrt (or -cuda13-)"
+    return "plugin", want
+
+
+def cpu_device_count():
+    raw = os.environ.get("TORCH_TPU_CPU_DEVICES", "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"TORCH_TPU_CPU_DEVICES must be a positive integer, got {raw!r}")
+    if n < 1:
+        raise ValueError(f"TORCH_TPU_CPU_DEVICES must be a positive integer, got {raw!r}")
+    return n

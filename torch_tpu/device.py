@@ -1,0 +1,211 @@
+"""torch.tpu: the parts of torch.cuda that users call, for the tpu device."""
+import torch
+
+from . import _C
+
+_initialized_seed = None
+
+
+def _index(device=None):
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "tpu":
+            raise ValueError(f"expected a tpu device, got {device}")
+        return _C._current_device() if device.index is None else device.index
+    raise TypeError(f"expected a tpu device, index or string, got {type(device).__name__}")
+
+
+def _checked(device=None):
+    i = _index(device)
+    _C._check_device(i)
+    return i
+
+
+def is_available():
+    """True when the PJRT plugin loads and has at least one device."""
+    try:
+        return _C._device_count() > 0
+    except RuntimeError:
+        return False
+
+
+def device_count():
+    try:
+        return _C._device_count()
+    except RuntimeError:
+        return 0
+
+
+def is_initialized():
+    return _C._initialized()
+
+
+def init():
+    _C._init()
+
+
+def current_device():
+    return _C._current_device()
+
+
+def set_device(device):
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = _C._current_device()
+        _C._set_device(self.idx)
+
+    def __exit__(self, *exc):
+        _C._set_device(self.prev)
+        return False
+
+
+def synchronize(device=None):
+    """Waits for all work launched on the device (all devices when None)."""
+    _C._synchronize(-1 if device is None else _checked(device))
+
+
+def get_device_name(device=None):
+    i = _checked(device)
+    return f"{_C._platform_name()}:{_C._device_kind(i)}"
+
+
+class _DeviceProperties:
+    def __init__(self, i):
+        self.name = get_device_name(i)
+        self.platform = _C._platform_name()
+        self.platform_version = _C._platform_version()
+        self.kind = _C._device_kind(i)
+        self.index = i
+        self.total_memory = 0  # PJRT CPU reports none
+
+    def __repr__(self):
+        return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
+                f"index={self.index})")
+
+
+def get_device_properties(device=None):
+    return _DeviceProperties(_checked(device))
+
+
+def get_device_capability(device=None):
+    _checked(device)
+    return (0, 0)
+
+
+# ---- random ------------------------------------------------------------------
+
+def _generator(i):
+    return _C._default_generator(i)
+
+
+def manual_seed(seed):
+    _generator(current_device()).manual_seed(int(seed))
+
+
+def manual_seed_all(seed):
+    for i in range(max(device_count(), 1)):
+        _generator(i).manual_seed(int(seed))
+
+
+def seed():
+    _generator(current_device()).seed()
+
+
+def seed_all():
+    for i in range(device_count()):
+        _generator(i).seed()
+
+
+def initial_seed():
+    return _generator(current_device()).initial_seed()
+
+
+def get_rng_state(device="tpu"):
+    """uint8 tensor of 16 bytes: the Philox seed (u64) then offset (u64)."""
+    return _generator(_index(device)).get_state()
+
+
+def set_rng_state(new_state, device="tpu"):
+    _generator(_index(device)).set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states):
+    for i, s in enumerate(states):
+        set_rng_state(s, i)
+
+
+default_generators = ()  # filled lazily by torch where needed
+
+
+# ---- memory (our own accounting: PJRT CPU has no memory statistics) -----------
+
+def memory_allocated(device=None):
+    return _C._memory_allocated(_index(device))
+
+
+def max_memory_allocated(device=None):
+    return _C._max_memory_allocated(_index(device))
+
+
+def reset_peak_memory_stats(device=None):
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    reset_peak_memory_stats(device)
+
+
+def memory_reserved(device=None):
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None):
+    return max_memory_allocated(device)
+
+
+def memory_stats(device=None):
+    i = _index(device)
+    cur, peak = _C._memory_allocated(i), _C._max_memory_allocated(i)
+    return {
+        "allocated_bytes.all.current": cur,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": cur,
+        "reserved_bytes.all.peak": peak,
+        "allocation.all.current": _C._allocation_count(i),
+    }
+
+
+def empty_cache():
+    """Buffers are returned to PJRT as soon as their storages die: nothing is cached."""
+
+
+# ---- autocast ------------------------------------------------------------------
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation=True):
+    return True
+
+
+def _is_in_bad_fork():
+    return False
