@@ -232,7 +232,8 @@ struct Call {
       ArgDesc& d = descs[i];
       switch (info.arg_class[i]) {
         case ArgClass::kTensor:
-          if (v.isNone()) {
+          // Unboxed callers pass an absent Tensor? as an undefined tensor.
+          if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) {
             d.kind = lower::Arg::kNone;
             key.push_back('n');
           } else {
@@ -721,6 +722,24 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, ElemType elem, in
   return buf;
 }
 
+// "float[32, 4], int64[32], None, 1" -- for error messages.
+std::string describe(Call& c) {
+  std::ostringstream os;
+  for (size_t i = 0; i < c.nargs; ++i) {
+    if (i) os << ", ";
+    const c10::IValue& v = c.arg(i);
+    if (v.isTensor() && !v.toTensor().defined()) {
+      os << "None";
+    } else if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      os << t.scalar_type() << t.sizes() << (t.device().is_cpu() ? "@cpu" : "");
+    } else {
+      os << v;
+    }
+  }
+  return os.str();
+}
+
 void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpInfo* info = op_info(op);
   TORCH_CHECK(info, "internal error: no lowering for ", full_name(op.schema().operator_name()));
@@ -732,7 +751,8 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", info->name, ": ", e.what());
     TORCH_CHECK(false, e.what());
   } catch (const std::invalid_argument& e) {
-    TORCH_CHECK(false, "internal error lowering ", info->name, ": ", e.what());
+    TORCH_CHECK(false, "internal error lowering ", info->name, " (arguments: ", describe(c),
+                "): ", e.what());
   }
 }
 
