@@ -105,6 +105,7 @@ std::unique_ptr<OpInfo> make_info(const c10::OperatorHandle& op) {
         c = ArgClass::kOther;
     info->arg_class.push_back(c);
     if (writes(args[i])) info->mutated.push_back(static_cast<int>(i));
+    if (args[i].is_out()) info->has_out = true;
   }
   return info;
 }

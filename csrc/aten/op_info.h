@@ -30,6 +30,7 @@ struct OpInfo {
   std::vector<ArgClass> arg_class;
   std::vector<int> mutated;      // indices of arguments the op writes
   bool has_meta = true;          // flips to false once a meta kernel is missing
+  bool has_out = false;          // has out= arguments (an out= form, or a lowering named after one)
 };
 
 // The OpInfo of `op`, or nullptr when no lowering serves it.

@@ -628,7 +628,9 @@ void run(Call& c) {
       break;
     }
     engine::metrics().cache_misses++;
-    if (c.info.form == OpInfo::kOut && attempt == 0) {
+    // out= tensors take the shapes the meta kernel gives (also for lowerings
+    // registered under an out= name, such as arange.start_out).
+    if (c.info.has_out && attempt == 0) {
       std::vector<lower::OutMeta> meta;
       std::vector<int64_t> counts;
       if (run_meta(c, meta, counts) && resize_outs(c, meta)) continue;  // re-key after resize

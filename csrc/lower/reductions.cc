@@ -63,6 +63,13 @@ void register_reductions() {
     auto dims = reduce_dims(c, 1, c.tensor(0).rank());
     return {reduce_min(c.b, c.tensor(0), dims, c.bool_arg(2))};
   });
+  // Full reductions (print() calls these to pick a number format).
+  add("max", [](Ctx& c) -> std::vector<Value> {
+    return {reduce_max(c.b, c.tensor(0), reduce_dims(c, 99, c.tensor(0).rank()), false)};
+  });
+  add("min", [](Ctx& c) -> std::vector<Value> {
+    return {reduce_min(c.b, c.tensor(0), reduce_dims(c, 99, c.tensor(0).rank()), false)};
+  });
 }
 
 }  // namespace tpu::lower

@@ -1,0 +1,72 @@
+"""Host time per cached small op in Strict Eager, beside PyTorch's CPU eager.
+
+Each case runs a loop of one small op (programs already compiled by a warm-up),
+then waits for the device; the figure is wall time per op in microseconds,
+median of several repeats. Run: python benchmarks/op_overhead.py [--iters N]
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch_tpu
+
+
+def cases(device):
+    a = torch.randn(64, device=device)
+    b = torch.randn(64, device=device)
+    m = torch.randn(16, 16, device=device)
+    return {
+        "add(a, b)": lambda: torch.add(a, b),
+        "mul(a, 0.5)": lambda: a * 0.5,
+        "a.add_(b, alpha=2)": lambda: a.add_(b, alpha=2.0),
+        "relu(a)": lambda: torch.relu(a),
+        "sum(a)": lambda: a.sum(),
+        "mm(m, m)": lambda: m @ m,
+        "view (metadata only)": lambda: m.view(256),
+        "slice + add": lambda: m[2:10] + 1.0,
+    }
+
+
+def sync(device):
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def measure(fn, device, iters, repeats):
+    for _ in range(20):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync(device)
+        times.append((time.perf_counter() - start) / iters * 1e6)
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--iters", type=int, default=500)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    tpu_cases, cpu_cases = cases("tpu"), cases("cpu")
+    compiled_before = torch_tpu.debug.metrics()["programs_compiled"]
+    rows = []
+    for name in tpu_cases:
+        t = measure(tpu_cases[name], "tpu", args.iters, args.repeats)
+        c = measure(cpu_cases[name], "cpu", args.iters, args.repeats)
+        rows.append((name, t, c))
+    compiled = torch_tpu.debug.metrics()["programs_compiled"] - compiled_before
+    print(f"platform: {torch.tpu.get_device_name()}; median of {args.repeats} x {args.iters} calls")
+    print(f"{'op':24s} {'tpu strict eager (us)':>22s} {'cpu eager (us)':>15s} {'ratio':>7s}")
+    for name, t, c in rows:
+        print(f"{name:24s} {t:22.1f} {c:15.1f} {t / c:7.1f}")
+    print(f"programs compiled during the benchmark (warm-up included): {compiled}")
+
+
+if __name__ == "__main__":
+    main()

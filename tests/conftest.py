@@ -1,0 +1,54 @@
+"""Shared helpers for the Python test suite: compare tpu results with PyTorch's CPU backend."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch_tpu  # noqa: F401  (registers the device)
+
+TPU = torch.device("tpu")
+
+# float32 programs compiled by XLA may fuse and reorder; allow a few ulps more than CPU-vs-CPU.
+_TOL = {
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+}
+
+
+def assert_close_cpu(tpu_tensor, cpu_tensor, **kw):
+    """Asserts that a tpu tensor equals a CPU reference: device, dtype, shape and values."""
+    assert isinstance(tpu_tensor, torch.Tensor)
+    assert tpu_tensor.device.type == "tpu", f"expected a tpu tensor, got {tpu_tensor.device}"
+    assert tpu_tensor.dtype == cpu_tensor.dtype, (tpu_tensor.dtype, cpu_tensor.dtype)
+    assert tpu_tensor.shape == cpu_tensor.shape, (tpu_tensor.shape, cpu_tensor.shape)
+    tol = dict(_TOL.get(cpu_tensor.dtype, dict(rtol=0, atol=0)))
+    tol.update(kw)
+    torch.testing.assert_close(tpu_tensor.cpu(), cpu_tensor, **tol)
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs `code` in a fresh interpreter (sys.executable); returns the CompletedProcess.
+
+    Never hangs the suite: a child that does not finish within `timeout` fails the test.
+    """
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    try:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"subprocess did not finish within {timeout}s (hang): {e}")
+
+
+@pytest.fixture
+def metrics_delta():
+    """Returns a function giving the change of torch_tpu.debug.metrics() since the test began."""
+    before = torch_tpu.debug.metrics()
+
+    def delta(key):
+        return torch_tpu.debug.metrics()[key] - before[key]
+    return delta
