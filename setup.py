@@ -27,6 +27,8 @@ def _pjrt_include():
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        # Importing torch must not autoload the torch_tpu being rebuilt.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         import torch
         from torch.utils import cpp_extension
 

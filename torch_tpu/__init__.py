@@ -38,7 +38,3 @@ from .device import (  # noqa: E402,F401
 
 __all__ = ["debug", "device_count", "is_available", "synchronize", "manual_seed",
            "manual_seed_all"]
-
-
-def _autoload():
-    """Entry point of the `torch.backends` group: importing this module is the work."""

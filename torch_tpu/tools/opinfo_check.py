@@ -1,0 +1,157 @@
+"""Differential check of tpu lowerings against PyTorch's CPU backend, driven by
+PyTorch's own OpInfo database (torch.testing._internal.common_methods_invocations.op_db).
+
+Every sample of an OpInfo runs on CPU and on tpu; results (and float32 gradients
+where the OpInfo supports autograd) are compared with dtype-appropriate
+tolerances. A sample that made any op fall back to the CPU is reported as
+"fallback", not as a pass: only native lowerings count.
+"""
+import dataclasses
+import traceback
+
+import torch
+
+import torch_tpu
+
+from . import opinfo_expected_failures as xfails
+
+# Ops whose results are random: only dtype and shape are compared.
+RANDOM_OPS = {
+    "bernoulli", "normal", "normal_", "uniform", "rand_like", "randn_like", "randint_like",
+    "multinomial", "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "randint", "randn",
+    "rand", "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
+    "empty_permuted", "nn.functional.rrelu", "cauchy", "exponential", "geometric", "log_normal",
+}
+
+TOLERANCES = {
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
+    torch.float16: dict(rtol=1e-2, atol=1e-2),
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+}
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64,
+          "bool": torch.bool}
+
+
+@dataclasses.dataclass
+class Result:
+    op: str
+    dtype: str
+    passed: int = 0
+    failed: int = 0
+    xfailed: int = 0
+    fallback: int = 0
+    fallback_ops: set = dataclasses.field(default_factory=set)
+    first_failure: str = ""
+
+    @property
+    def native(self):
+        return self.fallback == 0 and (self.passed + self.failed + self.xfailed) > 0
+
+
+def _to_tpu(t):
+    if isinstance(t, torch.Tensor):
+        r = t.detach().to("tpu")
+        return r.requires_grad_(t.requires_grad) if t.is_floating_point() else r
+    return t
+
+
+def _flatten(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flatten(o)]
+    return []
+
+
+def _compare(actual, expected, dtype, random):
+    a, e = _flatten(actual), _flatten(expected)
+    assert len(a) == len(e), f"{len(a)} outputs, expected {len(e)}"
+    for x, y in zip(a, e):
+        assert x.device.type == "tpu" or not y.numel(), f"output on {x.device}, expected tpu"
+        assert x.dtype == y.dtype, f"dtype {x.dtype}, expected {y.dtype}"
+        assert x.shape == y.shape, f"shape {tuple(x.shape)}, expected {tuple(y.shape)}"
+        if random:
+            continue
+        torch.testing.assert_close(x.cpu(), y, equal_nan=True, check_device=False,
+                                   **TOLERANCES.get(y.dtype, dict(rtol=0, atol=0)))
+    if not a and not isinstance(expected, torch.Tensor):
+        assert actual == expected, f"{actual!r} != {expected!r}"
+
+
+def _grads(out, inputs):
+    outs = [o for o in _flatten(out) if o.requires_grad and o.is_floating_point()]
+    if not outs or not inputs:
+        return None
+    total = sum(o.sum() for o in outs)
+    return torch.autograd.grad(total, inputs, allow_unused=True)
+
+
+def _grad_inputs(sample):
+    ts = [sample.input] if isinstance(sample.input, torch.Tensor) else list(
+        t for t in (sample.input if isinstance(sample.input, (list, tuple)) else []))
+    ts += [a for a in sample.args if isinstance(a, torch.Tensor)]
+    return [t for t in ts if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def check(op, dtype_name, grad=False, max_samples=None):
+    """Runs `op` (an OpInfo) for one dtype; returns a Result."""
+    dtype = DTYPES[dtype_name]
+    res = Result(op.name + (".grad" if grad else ""), dtype_name)
+    random = op.name in RANDOM_OPS
+    reason = xfails.reason(op.name, dtype_name, grad)
+    samples = op.sample_inputs("cpu", dtype, requires_grad=grad)
+    for i, sample in enumerate(samples):
+        if max_samples is not None and i >= max_samples:
+            break
+        try:
+            if grad:
+                expected = op(sample.input, *sample.args, **sample.kwargs)
+                exp_g = _grads(expected, _grad_inputs(sample))
+            else:
+                with torch.no_grad():
+                    expected = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception:
+            continue  # the CPU rejects this sample too: nothing to compare
+        tpu_sample = sample.transform(_to_tpu)
+        before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
+        try:
+            if grad:
+                actual = op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs)
+                act_g = _grads(actual, _grad_inputs(tpu_sample))
+            else:
+                with torch.no_grad():
+                    actual = op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs)
+            _compare(actual, expected, dtype, random)
+            if grad and exp_g is not None:
+                _compare([g for g in act_g if g is not None],
+                         [g for g in exp_g if g is not None], dtype, random)
+            ok, msg = True, ""
+        except Exception as e:  # a wrong result or an error on tpu only
+            ok, msg = False, f"sample {i}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            if not str(e):
+                msg += traceback.format_exc(limit=2)
+        after = torch_tpu.debug.metrics()["cpu_fallback_counts"]
+        fell_back = {k for k, v in after.items() if v > before.get(k, 0)}
+        if fell_back:
+            res.fallback += 1
+            res.fallback_ops |= fell_back
+        elif ok:
+            res.passed += 1
+        elif reason:
+            res.xfailed += 1
+        else:
+            res.failed += 1
+            res.first_failure = res.first_failure or msg
+    return res
+
+
+def op_db():
+    from torch.testing._internal.common_methods_invocations import op_db as db
+    return db
+
+
+def supports(op, dtype_name):
+    return DTYPES[dtype_name] in op.supported_dtypes("cpu")
