@@ -39,6 +39,12 @@ def program_cache_size():
     return _C._program_cache_size()
 
 
+def compile_program(mlir, name="program"):
+    """Compiles a StableHLO module text on the current platform; raises RuntimeError
+    naming `name` and the compiler's message when it fails."""
+    _C._compile_program(mlir, name)
+
+
 def lowered_ops():
     """Names of the ATen ops the tpu device runs natively."""
     return sorted(_C._lowered_op_names())

@@ -34,6 +34,9 @@ class TpuAllocator final : public c10::Allocator {
 };
 
 TpuAllocator g_allocator;
+// torch.UntypedStorage(n, device="tpu") and Storage.tpu() look the allocator up by
+// device type; without this they dereference a null allocator.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 }  // namespace
 

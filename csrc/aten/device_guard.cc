@@ -1,5 +1,6 @@
 // Device guard and PrivateUse1 hooks: current device, device count, generators.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/generator.h"
@@ -90,6 +91,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return exchangeDevice(device);
   }
+  // non_blocking tpu -> cpu copies ask for pinned host memory; PJRT transfers
+  // from any host memory, so ordinary CPU memory serves.
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     TORCH_CHECK(false, "resizing a tpu storage directly is not supported; use Tensor.resize_");
   }

@@ -8,11 +8,17 @@ namespace tpu::aten {
 
 void register_tensor_kernels(torch::Library& m);
 void register_copy_kernels(torch::Library& m);
+void register_batch_norm_kernel(torch::Library& m);
+void register_data_dependent_kernels(torch::Library& m);
 // Registers the generic kernel for every lowered op and the CPU fallback.
 void register_all_kernels();
 
 // Grows a tpu storage to `new_nbytes` bytes, keeping its contents.
 void resize_storage(const at::Tensor& self, int64_t new_nbytes);
+// The indices of aten::index / index_put_ with boolean masks replaced by the
+// long indices they stand for (synchronises on the host), CPU indices moved to `device`.
+c10::List<std::optional<at::Tensor>> expand_index_masks(
+    const c10::List<std::optional<at::Tensor>>& indices, c10::Device device);
 // A dense CPU copy of a tpu tensor (same dtype and sizes).
 at::Tensor to_host(const at::Tensor& self);
 

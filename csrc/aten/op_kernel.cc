@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "aten/generator.h"
+#include "aten/kernels.h"
 #include "aten/op_info.h"
 #include "aten/tpu_tensor.h"
 #include "engine/executor.h"
@@ -334,7 +335,8 @@ struct Call {
 // ---- compiled entries ------------------------------------------------------------
 
 struct OutSpec {
-  enum Kind { kNew, kWrite } kind = kNew;
+  // kNone: an undefined result (e.g. a gradient output_mask did not ask for).
+  enum Kind { kNew, kWrite, kNone } kind = kNew;
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // kNew
   std::vector<int64_t> sizes;                          // kNew
   int input = -1;                                      // kWrite: the slot input rewritten
@@ -392,7 +394,10 @@ c10::IValue ivalue_to_meta(const c10::IValue& v) {
 
 void flatten_meta(const c10::IValue& v, std::vector<lower::OutMeta>& out,
                   std::vector<int64_t>* counts) {
-  if (v.isTensor()) {
+  if (v.isTensor() && !v.toTensor().defined()) {
+    out.push_back({c10::ScalarType::Undefined, {}});
+    if (counts) counts->push_back(1);
+  } else if (v.isTensor()) {
     out.push_back({v.toTensor().scalar_type(), v.toTensor().sizes().vec()});
     if (counts) counts->push_back(1);
   } else if (v.isTensorList()) {
@@ -443,18 +448,35 @@ bool resize_outs(Call& c, const std::vector<lower::OutMeta>& meta) {
   return changed;
 }
 
+// The bytes of a flat storage buffer `p` seen as elements of type `want`: a
+// storage written as one dtype may be read through a view of another
+// (Tensor.view(dtype), UntypedStorage.cpu() reads any storage as bytes).
+hlo::Value reinterpret(hlo::Builder& b, hlo::Value p, ElemType want, const std::string& op) {
+  // bool has no bit layout in StableHLO; its byte is 0 or 1, which convert gives.
+  if (p.elem() == ElemType::PRED) p = b.convert(p, ElemType::U8);
+  if (want == ElemType::PRED) return b.convert(reinterpret(b, p, ElemType::U8, op), want);
+  if (p.elem() == want) return p;
+  const int64_t from = hlo::bit_width(p.elem()), to = hlo::bit_width(want);
+  const int64_t n = p.dims()[0];
+  TORCH_CHECK(!hlo::is_complex(p.elem()) && !hlo::is_complex(want), op,
+              ": reinterpreting a complex tpu storage as another dtype is not supported");
+  if (from == to) return b.bitcast_convert(p, hlo::TensorType{want, {n}});
+  if (from > to) {  // each element splits into from/to narrower ones
+    hlo::Value v = b.bitcast_convert(p, hlo::TensorType{want, {n, from / to}});
+    return b.reshape(v, {n * (from / to)});
+  }
+  const int64_t k = to / from, m = n / k;  // a trailing partial element is dropped
+  if (m * k != n) p = b.slice(p, {0}, {m * k}, {1});
+  return b.bitcast_convert(b.reshape(p, {m, k}), hlo::TensorType{want, {m}});
+}
+
 hlo::Value read_tensor(hlo::Builder& b, const std::vector<hlo::Value>& params, const Call& c,
                        const TensorRef& r) {
   if (!r.defined) return hlo::Value{};
   hlo::Value p = params[r.input];
   if (r.host_scalar) return p;
   ElemType want = lower::to_elem(r.dtype);
-  if (p.elem() != want) {
-    TORCH_CHECK(hlo::bit_width(p.elem()) == hlo::bit_width(want), c.info.name,
-                ": reading a tpu storage written as one dtype through a view of a dtype of "
-                "another size is not supported");
-    p = b.bitcast_convert(p, hlo::TensorType{want, p.dims()});
-  }
+  if (p.elem() != want) p = reinterpret(b, p, want, c.info.name);
   return engine::read_view(b, p, r.layout);
 }
 
@@ -530,6 +552,11 @@ std::shared_ptr<Entry> build(Call& c) {
   for (size_t k = 0; k < n_returns; ++k) {
     hlo::Value v = results[k];
     OutSpec s;
+    if (have_meta && meta[k].dtype == c10::ScalarType::Undefined) {
+      s.kind = OutSpec::kNone;  // the program does not compute it
+      entry->outs.push_back(std::move(s));
+      continue;
+    }
     s.kind = OutSpec::kNew;
     s.dtype = have_meta ? meta[k].dtype : lower::to_scalar_type(v.elem());
     s.sizes = have_meta ? meta[k].sizes : v.dims();
@@ -557,11 +584,7 @@ std::shared_ptr<Entry> build(Call& c) {
       if (w.first == input) base = w.second;
     if (!base.valid()) {
       base = params[input];
-      if (base.elem() != elem) {
-        TORCH_CHECK(hlo::bit_width(base.elem()) == hlo::bit_width(elem), c.info.name,
-                    ": writing a storage through a view of a dtype of another size");
-        base = b.bitcast_convert(base, hlo::TensorType{elem, base.dims()});
-      }
+      if (base.elem() != elem) base = reinterpret(b, base, elem, c.info.name);
     }
     hlo::Value v = b.convert(results[n_returns + m], elem);
     if (v.dims() != t.sizes().vec()) v = b.broadcast_to(v, t.sizes().vec());
@@ -618,26 +641,42 @@ std::vector<std::shared_ptr<pjrt::Buffer>> input_buffers(Call& c, const Entry& e
   return bufs;
 }
 
+// Boolean-mask and CPU index tensors (Tensor?[] of index, index_put_ ...)
+// become long indices on the device first: their count depends on the data.
+void expand_indices(Call& c) {
+  for (size_t i = 0; i < c.nargs; ++i) {
+    if (c.info.arg_class[i] != ArgClass::kOptTensorList) continue;
+    c10::Device dev(kTpu, static_cast<c10::DeviceIndex>(current_device()));
+    for (size_t j = 0; j < c.nargs; ++j)
+      if (c.arg(j).isTensor() && c.arg(j).toTensor().defined() &&
+          c.arg(j).toTensor().device().type() == kTpu) {
+        dev = c.arg(j).toTensor().device();
+        break;
+      }
+    c.arg(i) = expand_index_masks(c.arg(i).toOptionalTensorList(), dev);
+  }
+}
+
 void run(Call& c) {
+  expand_indices(c);
   std::shared_ptr<Entry> e;
-  for (int attempt = 0;; ++attempt) {
-    c.walk();
-    e = cache().find(c.key);
-    if (e) {
-      engine::metrics().cache_hits++;
-      break;
-    }
+  // out= tensors first take the shapes PyTorch's meta kernel gives (also for
+  // lowerings registered under an out= name, such as arange.start_out). This
+  // must precede the cache lookup: the shape may depend on runtime scalars that
+  // are not in the key (arange's end), so a cached entry cannot tell it.
+  if (c.info.has_out) {
+    std::vector<lower::OutMeta> meta;
+    std::vector<int64_t> counts;
+    if (run_meta(c, meta, counts)) resize_outs(c, meta);
+  }
+  c.walk();
+  e = cache().find(c.key);
+  if (e) {
+    engine::metrics().cache_hits++;
+  } else {
     engine::metrics().cache_misses++;
-    // out= tensors take the shapes the meta kernel gives (also for lowerings
-    // registered under an out= name, such as arange.start_out).
-    if (c.info.has_out && attempt == 0) {
-      std::vector<lower::OutMeta> meta;
-      std::vector<int64_t> counts;
-      if (run_meta(c, meta, counts) && resize_outs(c, meta)) continue;  // re-key after resize
-    }
     e = build(c);
     cache().insert(c.key, e);
-    break;
   }
   engine::metrics().ops_executed++;
 
@@ -648,12 +687,15 @@ void run(Call& c) {
   auto outs = engine::launch(*e->exe, raw, c.device, c.info.name);
 
   std::vector<at::Tensor> fresh;
+  size_t o = 0;  // program outputs skip kNone results
   for (size_t k = 0; k < e->outs.size(); ++k) {
     const OutSpec& s = e->outs[k];
-    if (s.kind == OutSpec::kNew) {
-      fresh.push_back(wrap_buffer(outs[k], s.dtype, s.sizes, c.device));
+    if (s.kind == OutSpec::kNone) {
+      fresh.push_back(at::Tensor());
+    } else if (s.kind == OutSpec::kNew) {
+      fresh.push_back(wrap_buffer(outs[o++], s.dtype, s.sizes, c.device));
     } else {
-      c.inputs[s.input].slot->set_buffer(outs[k], s.elem);
+      c.inputs[s.input].slot->set_buffer(outs[o++], s.elem);
     }
   }
 

@@ -22,12 +22,16 @@ using tpu::engine::Runtime;
 
 namespace {
 
-// PJRT failures become RuntimeError with PJRT's message.
+// PJRT failures become RuntimeError with PJRT's message; a bad device index too
+// (not pybind's IndexError), so that torch.tpu.set_device(9) raises what
+// torch.ones(2, device="tpu:9") raises, as CUDA does.
 template <typename F>
 auto guarded(F f) {
   try {
     return f();
   } catch (const tpu::pjrt::Error& e) {
+    throw std::runtime_error(e.what());
+  } catch (const std::out_of_range& e) {
     throw std::runtime_error(e.what());
   }
 }
@@ -89,6 +93,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_metrics", [] { tpu::engine::metrics().reset(); });
   m.def("_set_launch_blocking", &tpu::engine::set_launch_blocking);
   m.def("_launch_blocking", &tpu::engine::launch_blocking);
+  // Compiles a StableHLO module as an op program would be (tests of compile errors).
+  m.def("_compile_program", [](const std::string& mlir, const std::string& what) {
+    guarded([&] { tpu::engine::compile_program(mlir, what); return 0; });
+  });
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
   m.def("_program_cache_size", &tpu::aten::program_cache_size);
   m.def("_lowered_op_names", [] {

@@ -31,7 +31,7 @@ const std::set<std::string>& hand_written() {
       "aten::_reshape_alias", "aten::unfold", "aten::alias", "aten::resize_",
       "aten::set_.source_Storage_storage_offset", "aten::set_.source_Storage",
       "aten::set_.source_Tensor", "aten::set_", "aten::_local_scalar_dense", "aten::copy_",
-      "aten::_copy_from", "aten::_copy_from_and_resize"};
+      "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm", "aten::nonzero", "aten::masked_select"};
   return s;
 }
 
@@ -47,6 +47,8 @@ void register_all_kernels() {
                                  __FILE__, __LINE__);
   register_tensor_kernels(*lib);
   register_copy_kernels(*lib);
+  register_batch_norm_kernel(*lib);
+  register_data_dependent_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());
     if (hand_written().count(name)) continue;

@@ -75,6 +75,13 @@ LowerFn div_mode() {
       rt = c10::typeMetaToScalarType(c10::get_default_dtype());
     ElemType t = opmath(to_elem(rt));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
+    ElemType storage = to_elem(rt);
+    if (hlo::is_float(t) && storage != t && mode == "trunc") {
+      // PyTorch rounds a float16/bfloat16 quotient to its dtype before
+      // truncating it (12.97 -> 13 -> 13); floor division stays in float32.
+      Value q = c.b.convert(c.b.convert(c.b.div(x, y), storage), t);
+      return {trunc_div(c.b, q, scalar_like(c.b, 1, q), t)};
+    }
     if (mode == "floor") return {floor_div(c.b, x, y, t)};
     if (mode == "trunc") return {trunc_div(c.b, x, y, t)};
     return {c.b.div(x, y)};
@@ -220,6 +227,10 @@ void register_elementwise() {
         return x.elem() == ElemType::PRED ? x : b.unary("abs", x);
       }));
   add("sign", unary_same([](hlo::Builder& b, Value x) {
+        return x.elem() == ElemType::PRED ? x : b.unary("sign", x);
+      }));
+  // sgn is sign for real dtypes (abs' derivative).
+  add("sgn", unary_same([](hlo::Builder& b, Value x) {
         return x.elem() == ElemType::PRED ? x : b.unary("sign", x);
       }));
   add("relu", unary_same(relu_fn));

@@ -161,6 +161,16 @@ void register_all() {
   register_factories();
   register_random();
   register_foreach();
+  register_norm();
+  register_activations();
+  register_conv();
+  register_pooling();
+  register_indexing();
+  register_selection();
+  register_dropout();
+  register_resize();
+  register_losses();
+  register_statistics();
 }
 
 }  // namespace tpu::lower

@@ -47,5 +47,17 @@ void register_shape_ops();
 void register_factories();
 void register_random();
 void register_foreach();
+// nn op families (norm.cc, activations.cc, conv.cc, pooling.cc, indexing.cc,
+// selection.cc, dropout.cc, resize.cc, losses.cc, statistics.cc).
+void register_norm();
+void register_activations();
+void register_conv();
+void register_pooling();
+void register_indexing();
+void register_selection();
+void register_dropout();
+void register_resize();
+void register_losses();
+void register_statistics();
 
 }  // namespace tpu::lower

@@ -7,11 +7,21 @@ namespace {
 
 std::vector<int64_t> reduce_dims(const Ctx& c, size_t i, int64_t rank) {
   std::vector<int64_t> dims = c.is_none(i) ? std::vector<int64_t>{} : c.ints(i);
+  if (rank == 0) {
+    wrap_dims(dims, rank);  // validates: a 0-dim tensor accepts dim 0 and -1
+    return {};
+  }
   if (dims.empty()) {
     for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
     return dims;
   }
   return wrap_dims(dims, rank);
+}
+
+std::vector<int64_t> all_dims(int64_t rank) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+  return dims;
 }
 
 c10::ScalarType sum_type(const Ctx& c, size_t self, std::optional<c10::ScalarType> dtype) {
@@ -29,7 +39,7 @@ Value mean_over(Ctx& c, c10::ScalarType out, const std::vector<int64_t>& dims, b
   ElemType acc = opmath(to_elem(out));
   Value x = cast(c.b, c.tensor(0), acc);
   int64_t n = 1;
-  for (int64_t d : dims) n *= x.dims()[d];
+  for (int64_t d : dims) n *= x.dims().at(d);
   Value s = reduce_sum(c.b, x, dims, keepdim);
   return c.b.div(s, scalar_like(c.b, static_cast<double>(n), s));
 }
@@ -65,10 +75,10 @@ void register_reductions() {
   });
   // Full reductions (print() calls these to pick a number format).
   add("max", [](Ctx& c) -> std::vector<Value> {
-    return {reduce_max(c.b, c.tensor(0), reduce_dims(c, 99, c.tensor(0).rank()), false)};
+    return {reduce_max(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false)};
   });
   add("min", [](Ctx& c) -> std::vector<Value> {
-    return {reduce_min(c.b, c.tensor(0), reduce_dims(c, 99, c.tensor(0).rank()), false)};
+    return {reduce_min(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false)};
   });
 }
 

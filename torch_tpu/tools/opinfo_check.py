@@ -99,7 +99,8 @@ def _grad_inputs(sample):
 def check(op, dtype_name, grad=False, max_samples=None):
     """Runs `op` (an OpInfo) for one dtype; returns a Result."""
     dtype = DTYPES[dtype_name]
-    res = Result(op.name + (".grad" if grad else ""), dtype_name)
+    full = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+    res = Result(full + (".grad" if grad else ""), dtype_name)
     random = op.name in RANDOM_OPS
     reason = xfails.reason(op.name, dtype_name, grad)
     samples = op.sample_inputs("cpu", dtype, requires_grad=grad)
@@ -116,6 +117,8 @@ def check(op, dtype_name, grad=False, max_samples=None):
         except Exception:
             continue  # the CPU rejects this sample too: nothing to compare
         tpu_sample = sample.transform(_to_tpu)
+        if "device" in tpu_sample.kwargs:  # factories: build on tpu
+            tpu_sample.kwargs["device"] = "tpu"
         before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
         try:
             if grad:

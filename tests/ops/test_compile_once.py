@@ -1,0 +1,130 @@
+"""One compile per op signature; runtime scalars never recompile; CPU fallback warns once."""
+import warnings
+
+import torch
+import torch_tpu
+
+from conftest import assert_close_cpu
+
+
+def compiled():
+    return torch_tpu.debug.metrics()["programs_compiled"]
+
+
+def test_one_compile_per_signature():
+    x = torch.randn(7, 13).to("tpu")
+    y = torch.randn(7, 13).to("tpu")
+    torch_tpu.debug.clear_program_cache()
+    n0 = compiled()
+    z = x * y
+    assert compiled() == n0 + 1
+    for _ in range(5):
+        z = x * y
+    assert compiled() == n0 + 1
+    x2 = torch.randn(7, 13).to("tpu")         # same signature, other data
+    assert_close_cpu(x2 * y, x2.cpu() * y.cpu())
+    assert compiled() == n0 + 1
+    x * y[:1]                                  # another shape: another program
+    assert compiled() == n0 + 2
+    x.double() * y.double()                    # another dtype (plus the conversions)
+    n1 = compiled()
+    x.double() * y.double()
+    assert compiled() == n1
+    assert_close_cpu(z, x.cpu() * y.cpu())
+    assert torch_tpu.debug.program_cache_size() >= 2
+
+
+def test_alpha_and_scalars_do_not_recompile():
+    x = torch.randn(5, 3).to("tpu")
+    y = torch.randn(5, 3).to("tpu")
+    torch.add(x, y, alpha=0.5)
+    x * 2.0
+    x.add(1.5)
+    n0 = compiled()
+    for k in range(1, 8):
+        r = torch.add(x, y, alpha=k * 0.37)
+        assert_close_cpu(r, torch.add(x.cpu(), y.cpu(), alpha=k * 0.37))
+        assert_close_cpu(x * (k + 0.25), x.cpu() * (k + 0.25))
+        assert_close_cpu(x.add(k / 3), x.cpu().add(k / 3))
+    assert compiled() == n0
+
+
+def test_optimizer_lr_changes_do_not_recompile():
+    model = torch.nn.Linear(6, 3).to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    data = torch.randn(8, 6).to("tpu")
+
+    def step(lr):
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad()
+        model(data).pow(2).mean().backward()
+        opt.step()
+
+    step(0.1)
+    step(0.1)
+    n0 = compiled()
+    for k in range(6):
+        step(0.1 / (k + 2))
+    assert compiled() == n0
+
+    adam = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        adam.zero_grad()
+        model(data).sum().backward()
+        adam.step()
+    n1 = compiled()
+    for k in range(4):
+        adam.param_groups[0]["lr"] = 1e-3 * (k + 2)
+        adam.zero_grad()
+        model(data).sum().backward()
+        adam.step()
+    assert compiled() == n1
+
+
+def _unlowered_op():
+    lowered = set(torch_tpu.debug.lowered_ops())
+    candidates = [("aten::i0", torch.i0), ("aten::erfinv", lambda x: torch.erfinv(x * 0.1)),
+                  ("aten::digamma", lambda x: torch.digamma(x.abs() + 1)),
+                  ("aten::lgamma", lambda x: torch.lgamma(x.abs() + 1))]
+    for name, fn in candidates:
+        if name not in lowered and name + ".out" not in lowered:
+            return name, fn
+    raise AssertionError("every candidate op has a lowering: pick another one for this test")
+
+
+def test_cpu_fallback_warns_once_and_counts():
+    name, fn = _unlowered_op()
+    x_c = torch.randn(6)
+    x_t = x_c.to("tpu")
+    before = torch_tpu.debug.metrics()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r1 = fn(x_t)
+        r2 = fn(x_t)
+    mine = [str(m.message) for m in w if name in str(m.message)]
+    after = torch_tpu.debug.metrics()
+    counts = after["cpu_fallback_counts"]
+    assert any(k.startswith(name) for k in counts), counts
+    n = sum(v for k, v in counts.items() if k.startswith(name))
+    n_before = sum(v for k, v in before["cpu_fallback_counts"].items() if k.startswith(name))
+    assert n - n_before == 2
+    assert after["cpu_fallback_ops"] - before["cpu_fallback_ops"] == 2
+    assert len(mine) <= 1
+    if n_before == 0:
+        assert len(mine) == 1 and "runs on the CPU" in mine[0]
+    assert r1.device.type == "tpu"
+    assert_close_cpu(r1, fn(x_c))
+    assert_close_cpu(r2, fn(x_c))
+    assert name in torch_tpu.debug.report()
+
+
+def test_metrics_and_report():
+    torch_tpu.debug.reset_metrics()
+    x = torch.ones(4, device="tpu")
+    (x + 1).cpu()
+    m = torch_tpu.debug.metrics()
+    assert m["ops_executed"] >= 1 and m["executions"] >= 1
+    assert m["bytes_to_host"] >= 16
+    assert "programs compiled" in torch_tpu.debug.report()
+    assert "aten::add.Tensor" in torch_tpu.debug.lowered_ops()

@@ -1,0 +1,60 @@
+"""Convolution lowerings (csrc/lower/conv.cc: convolution_overrideable and its
+backward) against PyTorch CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lower_check import check
+
+torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(n=2, cin=3, cout=4, k=3, stride=1, padding=1, dilation=1, groups=1, size=8),
+    dict(n=1, cin=4, cout=6, k=3, stride=2, padding=0, dilation=1, groups=2, size=9),
+    dict(n=2, cin=4, cout=4, k=3, stride=1, padding=2, dilation=2, groups=4, size=7),
+    dict(n=1, cin=2, cout=3, k=2, stride=3, padding=1, dilation=1, groups=1, size=8),
+])
+def test_conv2d(cfg):
+    x = torch.randn(cfg["n"], cfg["cin"], cfg["size"], cfg["size"] + 1)
+    w = torch.randn(cfg["cout"], cfg["cin"] // cfg["groups"], cfg["k"], cfg["k"])
+    b = torch.randn(cfg["cout"])
+    check(lambda x, w, b: F.conv2d(x, w, b, cfg["stride"], cfg["padding"], cfg["dilation"], cfg["groups"]),
+          x, w, b, atol=1e-4)
+
+
+def test_conv2d_no_bias_non_contiguous():
+    x = torch.randn(2, 8, 8, 3).permute(0, 3, 1, 2)  # channels-last memory
+    w = torch.randn(4, 3, 3, 3)
+    check(lambda x, w: F.conv2d(x, w, None, 1, 1), x, w, atol=1e-4)
+
+
+def test_conv1d_and_conv3d():
+    check(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), torch.randn(2, 3, 11),
+          torch.randn(5, 3, 3), torch.randn(5), atol=1e-4)
+    check(lambda x, w: F.conv3d(x, w, None, padding=1), torch.randn(1, 2, 4, 5, 4),
+          torch.randn(3, 2, 3, 3, 3), atol=1e-4)
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(cin=3, cout=4, k=3, stride=2, padding=1, output_padding=1, groups=1, dilation=1),
+    dict(cin=4, cout=2, k=2, stride=2, padding=0, output_padding=0, groups=2, dilation=1),
+    dict(cin=2, cout=3, k=3, stride=1, padding=1, output_padding=0, groups=1, dilation=2),
+])
+def test_conv_transpose2d(cfg):
+    x = torch.randn(2, cfg["cin"], 5, 6)
+    w = torch.randn(cfg["cin"], cfg["cout"] // cfg["groups"], cfg["k"], cfg["k"])
+    b = torch.randn(cfg["cout"])
+    check(lambda x, w, b: F.conv_transpose2d(x, w, b, cfg["stride"], cfg["padding"], cfg["output_padding"],
+                                             cfg["groups"], cfg["dilation"]), x, w, b, atol=1e-4)
+
+
+def test_conv_transpose1d():
+    check(lambda x, w: F.conv_transpose1d(x, w, None, stride=3, padding=1), torch.randn(2, 3, 7),
+          torch.randn(3, 2, 4), atol=1e-4)
+
+
+def test_conv2d_bf16_forward():
+    x = torch.randn(2, 3, 8, 8).bfloat16()
+    w = torch.randn(4, 3, 3, 3).bfloat16()
+    check(lambda x, w: F.conv2d(x, w, None, 1, 1), x, w, grad=False, atol=5e-2, rtol=2e-2)
