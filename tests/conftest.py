@@ -1,12 +1,23 @@
 """Shared helpers for the Python test suite: compare tpu results with PyTorch's CPU backend."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
-import pytest
-import torch
-import torch_tpu  # noqa: F401  (registers the device)
+# The suite never writes to the user's compile cache (~/.cache/torch_tpu): it gets a
+# private one for the session, shared with its subprocesses through the environment.
+# Set before torch is imported: importing torch loads torch_tpu (autoload), which
+# reads the variable.
+_session_cache = tempfile.mkdtemp(prefix="torch_tpu_test_cache_")
+os.environ["TORCH_TPU_CACHE_DIR"] = _session_cache
+atexit.register(shutil.rmtree, _session_cache, ignore_errors=True)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch_tpu  # noqa: F401,E402  (registers the device)
 
 TPU = torch.device("tpu")
 

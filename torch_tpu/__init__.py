@@ -6,6 +6,7 @@
 Importing torch alone also registers the device (the `torch.backends` entry point).
 """
 import os as _os
+import sys as _sys
 
 import torch
 
@@ -21,9 +22,15 @@ _C._register()
 
 from . import device as _device_module  # noqa: E402
 
-torch._register_device_module("tpu", _device_module)
-torch.utils.generate_methods_for_privateuse1_backend(
-    for_tensor=True, for_module=True, for_storage=True)
+if hasattr(torch, "tpu"):
+    # An earlier import that failed half-way registered an older module object.
+    torch.tpu = _device_module
+    _sys.modules["torch.tpu"] = _device_module
+else:
+    torch._register_device_module("tpu", _device_module)
+if not hasattr(torch.Tensor, "is_tpu"):
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True)
 
 
 def _env_flag(*names):
@@ -32,9 +39,25 @@ def _env_flag(*names):
 
 _C._set_launch_blocking(_env_flag("TORCH_TPU_LAUNCH_BLOCKING", "TPU_LAUNCH_BLOCKING"))
 
+from . import cache  # noqa: E402
+
+# Before anything compiles: where compiled programs persist, and where to dump them.
+cache._configure_from_env()
+_C._set_dump_dir(_os.path.abspath(_os.path.expanduser(_os.environ["TORCH_TPU_DUMP_DIR"]))
+                 if _os.environ.get("TORCH_TPU_DUMP_DIR") else "")
+
 from . import debug  # noqa: E402
+from . import numerics as _numerics  # noqa: E402
+
+_numerics._init_from_env()
+from . import modes as _modes  # noqa: E402
+from .modes import (  # noqa: E402,F401
+    execution_mode, get_execution_mode, mark_step, set_execution_mode)
+
+_modes._init_from_env()
 from .device import (  # noqa: E402,F401
     device_count, is_available, synchronize, manual_seed, manual_seed_all)
 
-__all__ = ["debug", "device_count", "is_available", "synchronize", "manual_seed",
-           "manual_seed_all"]
+__all__ = ["cache", "debug", "device_count", "is_available", "synchronize", "manual_seed",
+           "manual_seed_all", "set_execution_mode", "get_execution_mode", "execution_mode",
+           "mark_step"]

@@ -1,11 +1,18 @@
-"""Counters and reports: what ran, what compiled, what fell back to the CPU."""
+"""Counters and reports: what ran, what compiled, what fell back to the CPU; program
+dumps; the numerics check (see torch_tpu.numerics)."""
+import os
+
 from . import _C
+from .numerics import NumericsMismatch, check_numerics  # noqa: F401  (public here)
 
 
 def metrics():
     """A dict: ops_executed, programs_compiled, compile_seconds, cache_hits,
-    cache_misses, executions, bytes_to_device, bytes_to_host, cpu_fallback_ops and
-    cpu_fallback_counts (op name -> calls)."""
+    cache_misses (in-memory program cache), executions, bytes_to_device,
+    bytes_to_host, cpu_fallback_ops, cpu_fallback_counts (op name -> calls),
+    cpu_fallback_sites (op name -> "file:line in function" of its first call),
+    disk_* (the persistent compile cache, see torch_tpu.cache.stats()) and, once the
+    execution modes report them, ops_by_mode and materializations (reason -> count)."""
     return _C._metrics()
 
 
@@ -13,22 +20,64 @@ def reset_metrics():
     _C._reset_metrics()
 
 
+def _size(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
 def report():
-    """A human-readable summary of metrics()."""
+    """A human-readable summary of metrics(): ops by mode, compiles and their time,
+    cache hits, CPU-fallback ops with the line that first hit each, materialisations
+    and their reasons, host <-> device bytes."""
     m = metrics()
-    lines = [
-        "torch_tpu report",
-        f"  ops executed        {m['ops_executed']}",
+    lines = ["torch_tpu report", f"  ops executed        {m['ops_executed']}"]
+    for mode, n in sorted(m.get("ops_by_mode", {}).items()):
+        lines.append(f"    {mode}: {n}")
+    lines += [
         f"  programs compiled   {m['programs_compiled']} ({m['compile_seconds']:.3f} s)",
-        f"  program cache       {m['cache_hits']} hits, {m['cache_misses']} misses",
-        f"  executions          {m['executions']}",
-        f"  host -> device      {m['bytes_to_device']} bytes",
-        f"  device -> host      {m['bytes_to_host']} bytes",
-        f"  CPU-fallback ops    {m['cpu_fallback_ops']}",
+        f"  program cache       memory: {m['cache_hits']} hits, {m['cache_misses']} misses",
     ]
+    if "disk_hits" in m:
+        info = _C._cache_info()
+        if info["enabled"]:
+            lines.append(
+                f"                      disk: {m['disk_hits']} hits "
+                f"({m['disk_load_seconds']:.3f} s to load), {m['disk_misses']} misses, "
+                f"{m['disk_writes']} written ({_size(m['disk_bytes_written'])}) in {info['dir']}")
+            if m["disk_bad_entries"] or m["disk_write_failures"]:
+                lines.append(f"                      {m['disk_bad_entries']} bad entries replaced, "
+                             f"{m['disk_write_failures']} failed writes")
+        else:
+            lines.append("                      disk: off")
+    lines += [
+        f"  executions          {m['executions']}",
+        f"  host -> device      {_size(m['bytes_to_device'])}",
+        f"  device -> host      {_size(m['bytes_to_host'])}",
+    ]
+    mats = m.get("materializations", {})
+    if mats:
+        lines.append(f"  materialisations    {sum(mats.values())}")
+        for reason, n in sorted(mats.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {reason}: {n}")
+    lines.append(f"  CPU-fallback ops    {m['cpu_fallback_ops']}")
+    sites = m.get("cpu_fallback_sites", {})
     for name, n in sorted(m["cpu_fallback_counts"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"    {name}: {n}")
+        where = f"  (first at {sites[name]})" if sites.get(name) else ""
+        lines.append(f"    {name}: {n}{where}")
     return "\n".join(lines)
+
+
+def set_dump_dir(path):
+    """Writes every program compiled (or loaded from the compile cache) from now on as
+    <key>.mlir (StableHLO) and <key>.json (op, key, inputs, outputs, seconds) into
+    `path`; None stops. TORCH_TPU_DUMP_DIR sets it at import."""
+    _C._set_dump_dir(os.path.abspath(os.path.expanduser(path)) if path else "")
+
+
+def dump_dir():
+    return _C._dump_dir() or None
 
 
 def clear_program_cache():

@@ -16,14 +16,25 @@ namespace {
 
 thread_local int tls_device = 0;
 
-void delete_slot(void* ctx) { delete static_cast<engine::Slot*>(ctx); }
+// The DataPtr context: the storage's reference to its Slot. The pending graph
+// may hold more references; the storage dying marks the Slot dead so that the
+// graph does not output a value nobody can read.
+struct SlotHolder {
+  std::shared_ptr<engine::Slot> slot;
+};
+
+void delete_slot(void* ctx) {
+  auto* h = static_cast<SlotHolder*>(ctx);
+  h->slot->mark_dead();
+  delete h;
+}
 
 class TpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int device = current_device();
     uint64_t addr = engine::reserve_address(static_cast<int64_t>(nbytes));
-    auto* slot = new engine::Slot(device, static_cast<int64_t>(nbytes), addr);
+    auto* slot = new SlotHolder{std::make_shared<engine::Slot>(device, static_cast<int64_t>(nbytes), addr)};
     return {reinterpret_cast<void*>(addr), slot, &delete_slot,
             c10::Device(kTpu, static_cast<c10::DeviceIndex>(device))};
   }
@@ -46,9 +57,13 @@ int current_device() { return tls_device; }
 void set_current_device(int d) { tls_device = d; }
 
 engine::Slot* slot_of(const at::Tensor& t) {
-  auto* slot = static_cast<engine::Slot*>(t.storage().data_ptr().get_context());
-  TORCH_CHECK(slot != nullptr, "tpu tensor without a device storage");
-  return slot;
+  return slot_ref(t).get();
+}
+
+const std::shared_ptr<engine::Slot>& slot_ref(const at::Tensor& t) {
+  auto* h = static_cast<SlotHolder*>(t.storage().data_ptr().get_context());
+  TORCH_CHECK(h != nullptr, "tpu tensor without a device storage");
+  return h->slot;
 }
 
 engine::ViewLayout layout_of(const at::Tensor& t) {

@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "aten/kernels.h"
+#include "aten/deferred_graph.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
 #include "engine/transfer.h"
@@ -41,6 +42,7 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
 }  // namespace
 
 at::Tensor to_host(const at::Tensor& self) {
+  FlushReason reason("host read");
   at::Tensor src = self;
   engine::Slot* slot = slot_of(src);
   hlo::ElemType elem = lower::to_elem(src.scalar_type());

@@ -3,11 +3,13 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/deferred_graph.h"
 #include "aten/generator.h"
 #include "aten/kernels.h"
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "engine/disk_cache.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -15,6 +17,8 @@
 
 namespace tpu::aten {
 void register_hooks();
+void bind_modes(pybind11::module& m);
+void install_flush_hook();
 }
 
 namespace py = pybind11;
@@ -51,6 +55,18 @@ py::dict metrics_dict() {
   py::dict fb;
   for (const auto& [k, v] : m.fallback_counts()) fb[py::str(k)] = v;
   d["cpu_fallback_counts"] = fb;
+  py::dict sites;
+  for (const auto& [k, v] : m.fallback_sites()) sites[py::str(k)] = v;
+  d["cpu_fallback_sites"] = sites;
+  d["disk_hits"] = m.disk_hits.load();
+  d["disk_misses"] = m.disk_misses.load();
+  d["disk_bad_entries"] = m.disk_bad_entries.load();
+  d["disk_writes"] = m.disk_writes.load();
+  d["disk_write_failures"] = m.disk_write_failures.load();
+  d["disk_bytes_read"] = m.disk_bytes_read.load();
+  d["disk_bytes_written"] = m.disk_bytes_written.load();
+  d["disk_evictions"] = m.disk_evictions.load();
+  d["disk_load_seconds"] = m.deserialize_ns.load() / 1e9;
   return d;
 }
 
@@ -58,7 +74,9 @@ py::dict metrics_dict() {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
+  tpu::aten::bind_modes(m);
   m.def("_register", [] {
+    tpu::aten::install_flush_hook();
     tpu::aten::register_hooks();
     tpu::aten::register_all_kernels();
   });
@@ -83,7 +101,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_check_device", [](int i) { guarded([i] { Runtime::get().check_device(i); return 0; }); });
   m.def("_synchronize", [](int device) {
     py::gil_scoped_release nogil;
-    guarded([device] { tpu::engine::synchronize(device); return 0; });
+    guarded([device] {
+      tpu::aten::flush_pending("synchronize");
+      tpu::engine::synchronize(device);
+      return 0;
+    });
   });
   m.def("_memory_allocated", [](int d) { return Runtime::get().allocated(d); });
   m.def("_max_memory_allocated", [](int d) { return Runtime::get().peak(d); });
@@ -98,6 +120,23 @@ PYBIND11_MODULE(_C, m) {
     guarded([&] { tpu::engine::compile_program(mlir, what); return 0; });
   });
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
+  // Persistent compile cache (torch_tpu/cache.py).
+  m.def("_cache_configure", &tpu::engine::configure_disk_cache);
+  m.def("_cache_info", [] {
+    auto& c = tpu::engine::DiskCache::get();
+    uint64_t entries = 0, bytes = 0;
+    if (c.enabled()) c.usage(&entries, &bytes);
+    py::dict d;
+    d["dir"] = c.dir();
+    d["enabled"] = c.enabled();
+    d["max_bytes"] = c.max_bytes();
+    d["disk_entries"] = entries;
+    d["disk_bytes"] = bytes;
+    return d;
+  });
+  m.def("_cache_clear_disk", [] { return tpu::engine::DiskCache::get().clear(); });
+  m.def("_set_dump_dir", &tpu::engine::set_dump_dir);
+  m.def("_dump_dir", &tpu::engine::dump_dir);
   m.def("_program_cache_size", &tpu::aten::program_cache_size);
   m.def("_lowered_op_names", [] {
     std::vector<std::string> names;

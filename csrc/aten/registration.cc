@@ -6,21 +6,27 @@
 #include <iostream>
 #include <set>
 
+#include "aten/deferred_graph.h"
 #include "aten/kernels.h"
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
+#include "aten/python_site.h"
 #include "engine/metrics.h"
 
 namespace tpu::aten {
 
 namespace {
 
-// Ops run on the CPU: warn once per op, count every call (torch_tpu.debug.metrics()).
+// Ops run on the CPU: warn once per op, count every call (torch_tpu.debug.metrics()),
+// and remember the Python line of the first call so that report() can say where.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = full_name(op.schema().operator_name());
-  if (engine::metrics().note_fallback(name))
+  if (engine::metrics().note_fallback(name)) {
+    engine::metrics().note_fallback_site(name, python_site());
     TORCH_WARN("torch_tpu: ", name, " has no tpu lowering and runs on the CPU (copying its "
                "inputs to the host and back). torch_tpu.debug.metrics() counts such ops.");
+  }
+  FlushReason reason("cpu fallback");
   at::native::cpu_fallback(op, stack);
 }
 

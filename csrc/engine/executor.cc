@@ -1,11 +1,18 @@
 #include "engine/executor.h"
 
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
 
+#include "engine/disk_cache.h"
 #include "engine/metrics.h"
+#include "engine/program_dump.h"
 #include "engine/runtime.h"
+#include "hlo/builder.h"
 
 namespace tpu::engine {
 
@@ -55,18 +62,171 @@ void synchronize(int device) {
 bool launch_blocking() { return g_blocking.load(std::memory_order_relaxed); }
 void set_launch_blocking(bool on) { g_blocking = on; }
 
-std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const std::string& what) {
-  auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<pjrt::Executable> exe;
-  try {
-    exe = Runtime::get().client().compile(mlir);
-  } catch (const pjrt::Error& e) {
-    throw pjrt::Error(e.code(), "compiling " + what + " failed: " + e.what());
+namespace {
+
+std::mutex g_dump_mu;
+std::string g_dump_dir;
+// Once per process (re-armed by configure_disk_cache): a user needs to hear that
+// the cache is broken, not once per program.
+std::atomic<bool> g_warned_bad{false};
+std::atomic<bool> g_warned_write{false};
+
+uint64_t since_ns(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - t0)
+                                   .count());
+}
+
+void add_field(std::string& s, const std::string& f) {
+  s += std::to_string(f.size());
+  s += ':';
+  s += f;
+}
+
+// Everything besides the program text that decides whether a serialised
+// executable is valid here: the platform and its version, the plugin file
+// itself (a rebuilt plugin with the same version string must not reuse
+// entries), the devices, and our entry format.
+const std::string& platform_identity() {
+  static std::mutex mu;
+  static std::string id;
+  std::lock_guard<std::mutex> g(mu);
+  if (!id.empty()) return id;
+  pjrt::Client& c = Runtime::get().client();
+  std::string s;
+  add_field(s, "format=" + std::to_string(DiskCache::kFormatVersion));
+  add_field(s, c.platform_name());
+  add_field(s, c.platform_version());
+  const std::string& plugin = c.plugin()->path();
+  add_field(s, plugin);
+  struct stat st;
+  if (::stat(plugin.c_str(), &st) == 0)
+    add_field(s, std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." +
+                     std::to_string(st.st_mtim.tv_nsec));
+  add_field(s, std::to_string(c.plugin()->api_major()) + "." + std::to_string(c.plugin()->api_minor()));
+  add_field(s, std::to_string(c.device_count()));
+  for (const auto& d : c.devices()) add_field(s, d.kind);
+  id = s;
+  return id;
+}
+
+std::string program_key(const std::string& mlir, const pjrt::CompileOptions& options) {
+  std::string s = platform_identity();
+  add_field(s, options.serialize());
+  add_field(s, mlir);
+  return hlo::hash128(s);
+}
+
+// An executable from the persistent cache, or null (missing, off, or a bad
+// entry, which the caller's store then replaces).
+std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key,
+                                                 const pjrt::CompileOptions& options) {
+  auto& disk = DiskCache::get();
+  auto r = disk.load(key);
+  if (r.status == DiskCache::Load::kOff) return nullptr;
+  if (r.status == DiskCache::Load::kHit) {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      auto exe = Runtime::get().client().deserialize(r.payload, options);
+      metrics().disk_hits++;
+      metrics().disk_bytes_read += r.payload.size();
+      metrics().deserialize_ns += since_ns(t0);
+      return exe;
+    } catch (const pjrt::Error& e) {
+      r.status = DiskCache::Load::kBad;
+      r.problem = disk.entry_path(key) + ": " + e.what();
+    }
   }
-  auto t1 = std::chrono::steady_clock::now();
-  metrics().programs_compiled++;
-  metrics().compile_ns += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+  metrics().disk_misses++;
+  if (r.status == DiskCache::Load::kBad) {
+    metrics().disk_bad_entries++;
+    if (!g_warned_bad.exchange(true))
+      TORCH_WARN("torch_tpu: ignoring a bad compile-cache entry (", r.problem,
+                 "); the program is recompiled and the entry replaced. Further bad entries "
+                 "are counted in torch_tpu.cache.stats() without warning.");
+  }
+  return nullptr;
+}
+
+void store_to_disk(const std::string& key, const pjrt::Executable& exe) {
+  auto& disk = DiskCache::get();
+  if (!disk.enabled()) return;
+  std::string bytes;
+  try {
+    bytes = exe.serialize();
+  } catch (const pjrt::Error&) {
+    return;  // a plugin that cannot serialise simply has no persistent cache
+  }
+  if (bytes.empty()) return;
+  auto r = disk.store(key, bytes);
+  if (r.ok) {
+    metrics().disk_writes++;
+    metrics().disk_bytes_written += r.bytes;
+    metrics().disk_evictions += r.evicted;
+  } else if (!r.skipped) {
+    metrics().disk_write_failures++;
+    if (!g_warned_write.exchange(true))
+      TORCH_WARN("torch_tpu: cannot write the compile cache (", r.problem,
+                 "); compiled programs are cached in memory for this process only. Set "
+                 "TORCH_TPU_CACHE_DIR to a writable directory, or TORCH_TPU_CACHE=0.");
+  }
+}
+
+}  // namespace
+
+void configure_disk_cache(const std::string& dir, uint64_t max_bytes, bool enabled) {
+  DiskCache::get().configure(dir, max_bytes, enabled);
+  g_warned_bad = false;
+  g_warned_write = false;
+}
+
+void set_dump_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> g(g_dump_mu);
+  g_dump_dir = dir;
+}
+
+std::string dump_dir() {
+  std::lock_guard<std::mutex> g(g_dump_mu);
+  return g_dump_dir;
+}
+
+std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const std::string& what,
+                                                  const pjrt::CompileOptions& options) {
+  const std::string scope = "tpu::compile " + what;
+  RECORD_USER_SCOPE(scope);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string key, dump = dump_dir();
+  bool use_disk = DiskCache::get().enabled();
+  if (use_disk || !dump.empty()) {
+    try {
+      key = program_key(mlir, options);
+    } catch (const pjrt::Error& e) {
+      throw pjrt::Error(e.code(), "compiling " + what + " failed: " + e.what());
+    }
+  }
+  std::shared_ptr<pjrt::Executable> exe;
+  if (use_disk) exe = load_from_disk(key, options);
+  const bool from_disk = exe != nullptr;
+  if (!exe) {
+    auto tc = std::chrono::steady_clock::now();
+    try {
+      exe = Runtime::get().client().compile(mlir, options);
+    } catch (const pjrt::Error& e) {
+      throw pjrt::Error(e.code(), "compiling " + what + " failed: " + e.what());
+    }
+    metrics().programs_compiled++;
+    metrics().compile_ns += since_ns(tc);
+    if (use_disk) store_to_disk(key, *exe);
+  }
+  if (!dump.empty()) {
+    ProgramRecord r;
+    r.key = key;
+    r.what = what;
+    r.source = from_disk ? "disk" : "compile";
+    r.seconds = since_ns(t0) / 1e9;
+    r.num_outputs = exe->num_outputs();
+    dump_program(dump, mlir, r);
+  }
   return exe;
 }
 
@@ -74,11 +234,19 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device, const std::string& what) {
   std::vector<std::shared_ptr<pjrt::Buffer>> out;
+  // Named before the guard so that it outlives the profiler's record of it.
+  const std::string scope = "tpu::program " + what;
+  at::RecordFunction guard(at::RecordScope::USER_SCOPE);
+  const bool profiling = guard.isActive();
+  if (profiling) guard.before(scope);
   try {
     out = exe.execute(args, device);
     metrics().executions++;
-    if (!out.empty() && !launch_blocking()) track(device, *out[0]);
-    if (launch_blocking())
+    // Under the profiler the scope covers the device time too, as a user
+    // reading the trace expects: wait here, as launch blocking does.
+    const bool wait = launch_blocking() || profiling;
+    if (!out.empty() && !wait) track(device, *out[0]);
+    if (wait)
       for (auto& b : out) b->await_ready();
   } catch (const pjrt::Error& e) {
     throw pjrt::Error(e.code(), what + ": " + e.what());

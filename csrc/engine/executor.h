@@ -2,6 +2,7 @@
 // Torch-free: callers pass MLIR text and device buffers.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,10 +13,26 @@ namespace tpu::engine {
 
 // Compiles `mlir` (counting compiles and their time in metrics). `what` names
 // the op or graph for error messages. Throws pjrt::Error.
-std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const std::string& what);
+//
+// Looks in the persistent cache first (engine/disk_cache.h, configured by
+// set_disk_cache) and stores what it compiles there; a bad entry or a failed
+// write warns once per process and falls back to compiling / memory only.
+// With a dump directory set, writes <key>.mlir and <key>.json for each program.
+std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const std::string& what,
+                                                  const pjrt::CompileOptions& options = {});
+
+// Points the persistent cache at `dir` (see engine/disk_cache.h) and re-arms
+// its once-per-process warnings.
+void configure_disk_cache(const std::string& dir, uint64_t max_bytes, bool enabled);
+
+// Where compile_program dumps programs ("" : nowhere).
+void set_dump_dir(const std::string& dir);
+std::string dump_dir();
 
 // Launches `exe` on `device`. With launch blocking (TORCH_TPU_LAUNCH_BLOCKING=1)
 // waits for the outputs so that an error surfaces at the op that caused it.
+// Under torch.profiler the launch is a "tpu::program <what>" scope that also
+// waits for the outputs, so that the trace shows the program's device time.
 std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device, const std::string& what);

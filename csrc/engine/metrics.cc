@@ -18,6 +18,16 @@ bool Metrics::note_fallback(const std::string& op) {
   return fallback_[op]++ == 0;
 }
 
+void Metrics::note_fallback_site(const std::string& op, const std::string& site) {
+  std::lock_guard<std::mutex> g(mu_);
+  fallback_site_.emplace(op, site);
+}
+
+std::map<std::string, std::string> Metrics::fallback_sites() {
+  std::lock_guard<std::mutex> g(mu_);
+  return fallback_site_;
+}
+
 void Metrics::reset() {
   ops_executed = 0;
   programs_compiled = 0;
@@ -28,8 +38,18 @@ void Metrics::reset() {
   bytes_to_device = 0;
   bytes_to_host = 0;
   cpu_fallback_ops = 0;
+  disk_hits = 0;
+  disk_misses = 0;
+  disk_bad_entries = 0;
+  disk_writes = 0;
+  disk_write_failures = 0;
+  disk_bytes_read = 0;
+  disk_bytes_written = 0;
+  disk_evictions = 0;
+  deserialize_ns = 0;
   std::lock_guard<std::mutex> g(mu_);
   fallback_.clear();
+  fallback_site_.clear();
 }
 
 }  // namespace tpu::engine

@@ -1,10 +1,17 @@
 #include "engine/slot.h"
 
 #include <atomic>
+#include <stdexcept>
 
 #include "engine/runtime.h"
 
 namespace tpu::engine {
+
+namespace {
+std::atomic<FlushHook> g_flush{nullptr};
+}
+
+void set_flush_hook(FlushHook hook) { g_flush = hook; }
 
 size_t elem_size(hlo::ElemType t) {
   int bits = hlo::bit_width(t);
@@ -20,11 +27,18 @@ uint64_t reserve_address(int64_t nbytes) {
   return next.fetch_add(size);
 }
 
-int64_t Slot::length() const {
-  return buffer_ ? nbytes_ / static_cast<int64_t>(elem_size(elem_)) : 0;
+int64_t Slot::raw_length() const {
+  return (buffer_ || pending_) ? nbytes_ / static_cast<int64_t>(elem_size(elem_)) : 0;
 }
 
-void Slot::set_buffer(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
+void Slot::flush() {
+  FlushHook hook = g_flush.load();
+  if (!hook) throw std::logic_error("torch_tpu: pending tpu value without a pending graph");
+  hook(this);
+  if (pending_) throw std::logic_error("torch_tpu: the pending graph did not produce a value");
+}
+
+void Slot::store(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
   int64_t bytes = buf ? nbytes_ : 0;
   if (bytes != accounted_) {
     if (accounted_) Runtime::get().note_free(device_, accounted_);
@@ -35,12 +49,24 @@ void Slot::set_buffer(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
   elem_ = elem;
 }
 
+void Slot::set_buffer(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
+  // Run pending work first: it may still read or write this storage.
+  materialize();
+  store(std::move(buf), elem);
+}
+
+void Slot::fulfil(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
+  pending_ = false;
+  store(std::move(buf), elem);
+}
+
 void Slot::reset(int64_t nbytes, uint64_t address, std::shared_ptr<pjrt::Buffer> buf,
                  hlo::ElemType elem) {
-  set_buffer(nullptr, elem);
+  materialize();
+  store(nullptr, elem);
   nbytes_ = nbytes;
   address_ = address;
-  set_buffer(std::move(buf), elem);
+  store(std::move(buf), elem);
 }
 
 Slot::~Slot() {

@@ -1,6 +1,6 @@
-// Indexing ops: gather, scatter family, index_add, advanced indexing (index /
-// index_put with a list of optional index tensors), embedding's backward,
-// masked_fill, triu/tril.
+// Indexing ops: gather, scatter family, index_add, index_fill, advanced
+// indexing (index / index_put with a list of optional index tensors),
+// embedding's backward, masked_fill, flip, roll, triu/tril.
 //
 // Elementwise gather/scatter along a dim build full coordinates (the index
 // value on `dim`, an iota on every other dim) and use one-element windows.
@@ -79,8 +79,7 @@ std::vector<Value> scatter_reduce(Ctx& c) {
   std::string red = c.str_arg(4);
   bool include_self = c.bool_arg(5);
   hlo::ReduceOp op = hlo::ReduceOp::Add;
-  Value ident = b.broadcast_to(b.constant_i(0, self.elem()), src.dims());
-  if (hlo::is_float(self.elem())) ident = b.splat_f(0, src.type);
+  Value ident = zeros_like(b, src);
   if (red == "prod") {
     op = hlo::ReduceOp::Mul;
     ident = scalar_like(b, 1, src);
@@ -102,7 +101,7 @@ std::vector<Value> scatter_reduce(Ctx& c) {
   Value cnt = scatter_elems(b, cnt0, dim, index, scalar_like(b, 1, src), &add);
   Value zero = zeros_like(b, cnt);
   Value safe = b.select(b.compare(cnt, zero, Cmp::EQ), scalar_like(b, 1, cnt), cnt);
-  Value mean = hlo::is_float(self.elem()) ? b.div(out, safe) : b.div(out, safe);
+  Value mean = b.div(out, safe);  // integer division truncates, as PyTorch's floor for >= 0
   return {b.select(b.compare(cnt, zero, Cmp::EQ), self, mean)};
 }
 
@@ -337,6 +336,26 @@ void register_indexing() {
     Value v = bcast(c.b, cast(c.b, c.b.reshape(c.tensor(2), {}), self.elem()), dims);
     return {c.b.select(mask, v, self)};
   });
+  // index_fill.int_Scalar / .int_Tensor(self, dim, index, value): a mask along
+  // dim (true at the listed positions) selects the fill value.
+  for (const char* name : {"index_fill.int_Scalar", "index_fill.int_Tensor"}) {
+    add(name, [](Ctx& c) -> std::vector<Value> {
+      hlo::Builder& b = c.b;
+      Value self = c.tensor(0);
+      Value v = c.arg(3).kind == Arg::kScalar ? c.scalar(3, self.elem())
+                                              : cast(b, b.reshape(c.tensor(3), {}), self.elem());
+      if (self.rank() == 0) return {v};
+      int64_t dim = wrap_dim(c.int_arg(1), self.rank()), n = self.dims()[dim];
+      int64_t m = c.tensor(2).type.numel();
+      Value idx = b.reshape(cast(b, c.tensor(2), ElemType::S64), {m});
+      idx = b.select(b.compare(idx, zeros_like(b, idx), Cmp::LT), b.add(idx, b.splat_i(n, idx.type)), idx);
+      // [n, m] equality, any over m -> [n]
+      Value eq = b.compare(b.iota({ElemType::S64, {n, m}}, 0), b.broadcast_in_dim(idx, {n, m}, {1}), Cmp::EQ);
+      Value hit = b.reduce(eq, b.constant_i(0, ElemType::PRED), {1}, hlo::ReduceOp::Or);
+      Value mask = b.broadcast_in_dim(hit, self.dims(), {dim});
+      return {b.select(mask, bcast(b, v, self.dims()), self)};
+    });
+  }
   // flip(self, dims): cumprod's backward needs it.
   add("flip", [](Ctx& c) -> std::vector<Value> {
     Value x = c.tensor(0);

@@ -1,5 +1,6 @@
 // Small helpers shared by the nn op-family lowerings (norm, conv, pooling,
-// indexing, selection, activations). Header-only: each is a few builder calls.
+// resize, indexing, selection, activations, losses, statistics, dropout).
+// Header-only: each is a few builder calls.
 #pragma once
 
 #include <numeric>

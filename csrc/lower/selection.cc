@@ -1,5 +1,5 @@
-// Selection and scans: argmax/argmin, max.dim/min.dim, topk, sort, cumsum /
-// cumprod, logsumexp, all/any, isnan/isinf family.
+// Selection and scans: argmax/argmin, max.dim/min.dim, topk, sort, kthvalue,
+// median.dim, cumsum / cumprod, logsumexp, all/any, isnan/isinf family.
 //
 // Arg-reductions follow PyTorch: NaN counts as the extreme value and ties go
 // to the lowest index. Sorting puts NaN last ascending (first descending), and
@@ -25,10 +25,8 @@ Value lowest(hlo::Builder& b, ElemType t, bool high) {
   return b.constant_i(high ? mx : -mx - 1, t);
 }
 
-Value isnan(hlo::Builder& b, Value v) {
-  if (!hlo::is_float(v.elem())) return b.compare(v, v, Cmp::NE);  // all false
-  return b.compare(v, v, Cmp::NE);
-}
+// x != x: true only for NaN (always false for integers).
+Value isnan(hlo::Builder& b, Value v) { return b.compare(v, v, Cmp::NE); }
 
 // (value, index) of the max (or min) along `dim`, keepdim optional.
 std::pair<Value, Value> arg_reduce(hlo::Builder& b, Value x, int64_t dim, bool keepdim, bool is_max) {
@@ -120,9 +118,9 @@ LowerFn scan(hlo::ReduceOp op) {
     win[dim] = n;
     std::vector<std::pair<int64_t, int64_t>> pads(x.rank(), {0, 0});
     pads[dim] = {n - 1, 0};
-    Value init = op == hlo::ReduceOp::Mul ? scalar_like(b, 1, b.reshape(b.slice(x, std::vector<int64_t>(x.rank(), 0), ones, ones), {}))
-                                          : zeros_like(b, b.reshape(b.slice(x, std::vector<int64_t>(x.rank(), 0), ones, ones), {}));
     if (n == 0) return {x};
+    int64_t ident = op == hlo::ReduceOp::Mul ? 1 : 0;
+    Value init = hlo::is_float(t) ? b.constant_f(static_cast<double>(ident), t) : b.constant_i(ident, t);
     return {b.reduce_window(x, init, win, ones, ones, ones, pads, op)};
   };
 }
@@ -197,6 +195,29 @@ void register_selection() {
     std::vector<int64_t> start(x.rank(), 0), lim = x.dims(), step(x.rank(), 1);
     lim[dim] = k;
     return {b.slice(v, start, lim, step), b.slice(i, start, lim, step)};
+  });
+  // kthvalue(self, k, dim, keepdim) and median.dim(self, dim, keepdim): the k-th
+  // smallest (median: the lower median) from an ascending stable sort.
+  auto kth = [](Ctx& c, Value x, int64_t k, int64_t dim_arg, bool keepdim) -> std::vector<Value> {
+    hlo::Builder& b = c.b;
+    if (x.rank() == 0) return {x, b.constant_i(0, ElemType::S64)};
+    int64_t dim = wrap_dim(dim_arg, x.rank());
+    auto [v, i] = sort_with_index(b, x, dim, false);
+    std::vector<int64_t> start(x.rank(), 0), lim = x.dims(), step(x.rank(), 1);
+    start[dim] = k;
+    lim[dim] = k + 1;
+    std::vector<int64_t> od = x.dims();
+    if (keepdim) od[dim] = 1;
+    else od.erase(od.begin() + dim);
+    return {b.reshape(b.slice(v, start, lim, step), od), b.reshape(b.slice(i, start, lim, step), od)};
+  };
+  add("kthvalue", [kth](Ctx& c) -> std::vector<Value> {
+    return kth(c, c.tensor(0), c.int_arg(1) - 1, c.int_arg(2), c.bool_arg(3));
+  });
+  add("median.dim", [kth](Ctx& c) -> std::vector<Value> {
+    Value x = c.tensor(0);
+    int64_t n = x.rank() == 0 ? 1 : x.dims()[wrap_dim(c.int_arg(1), x.rank())];
+    return kth(c, x, (n - 1) / 2, c.int_arg(1), c.bool_arg(2));
   });
   add("cumsum", scan(hlo::ReduceOp::Add));
   add("cumprod", scan(hlo::ReduceOp::Mul));

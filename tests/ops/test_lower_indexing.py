@@ -99,6 +99,12 @@ def test_triu_tril(diag):
     check(lambda x: torch.tril(x.transpose(1, 2), diag), x)
 
 
+def test_index_fill():
+    idx = torch.tensor([0, -1, 2])
+    check(lambda x: x.index_fill(1, idx.to(x.device), -2.0), X)
+    check(lambda x: x.index_fill(-1, idx.to(x.device), torch.tensor(7.0).to(x.device)), X, grad=False)
+
+
 def test_flip_roll():
     check(lambda x: (x.flip(0, -1), x.roll(2, 1), x.roll((-1, 7), (0, 2)), x.roll(5)), X)
 

@@ -50,3 +50,18 @@ def test_pool_non_contiguous():
     x = torch.randn(2, 8, 8, 3).permute(0, 3, 1, 2)
     check(lambda x: F.max_pool2d(x, 2), x)
     check(lambda x: F.avg_pool2d(x, 2), x, atol=1e-5)
+
+
+def test_pool3d():
+    x = torch.randn(2, 2, 5, 6, 4)
+    check(lambda x: F.max_pool3d(x, 2, return_indices=True), x)
+    check(lambda x: F.max_pool3d(x, (3, 2, 2), (2, 1, 2), 1, ceil_mode=True, return_indices=True), x)
+    check(lambda x: F.avg_pool3d(x, 2), x, atol=1e-5)
+    check(lambda x: F.avg_pool3d(x, 3, 2, 1, count_include_pad=False), x[0], atol=1e-5)
+
+
+def test_pool1d_via_2d():
+    x = torch.randn(2, 3, 11)
+    check(lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True), x)
+    check(lambda x: F.avg_pool1d(x, 2), x, atol=1e-5)
+    check(lambda x: F.adaptive_avg_pool1d(x, 4), x, atol=1e-5)

@@ -63,3 +63,10 @@ def test_all_any_and_inf_tests():
     check(lambda u: (u.all(), u.any(0)), u, grad=False)
     s = torch.tensor([1.0, float("inf"), float("-inf"), float("nan")])
     check(lambda s: (torch.isinf(s), torch.isneginf(s), torch.isposinf(s), torch.isnan(s)), s, grad=False)
+
+
+def test_kthvalue_median():
+    x = torch.randn(4, 7, 3)
+    check(lambda x: (x.kthvalue(3, 1), x.kthvalue(1, -1, keepdim=True)), x)
+    check(lambda x: (x.median(1), x.median(-1, keepdim=True)), x)
+    check(lambda x: x.median(0), torch.randn(6, 2))  # even count: the lower median

@@ -1,7 +1,8 @@
 """Target of the `torch.backends` entry point, so that `import torch` alone
 registers the tpu device.
 
-Kept apart from torch_tpu/__init__.py: when a user imports torch_tpu first, its
+A top-level module, outside the torch_tpu package, so that a torch_tpu that
+fails to import cannot fail before load() runs. When a user imports torch_tpu first, its
 `import torch` runs this entry point while torch_tpu is still being imported;
 `import torch_tpu` then returns the partly initialised package and the outer
 import finishes the registration. A torch_tpu that fails to load must not make

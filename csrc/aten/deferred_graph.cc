@@ -1,0 +1,314 @@
+// The pending graph of Defer & Fuse.
+//
+// Recording an op appends a node that holds no tensor: its argument
+// descriptors, the Entry of its signature (result dtypes and shapes, known from
+// PyTorch's meta kernels before anything runs), and where each input comes from
+// -- a graph parameter (a storage's buffer as it was when read, a host scalar,
+// an RNG state) or the current pending value of a storage written earlier in
+// the graph. Results are new storages marked pending.
+//
+// Flushing builds one program: every node is emitted through the same emit()
+// as Strict Eager, and the outputs are the final values of the storages the
+// graph wrote *that are still alive*; intermediates nobody holds any more are
+// never materialised, so XLA fuses them away. Fused programs are cached by the
+// graph's structure (the nodes' keys and how their inputs connect), so a
+// training loop whose steps record the same ops reaches a steady state with
+// no new compiles.
+#include "aten/deferred_graph.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/op_kernel.h"
+#include "aten/tpu_tensor.h"
+#include "engine/executor.h"
+#include "engine/metrics.h"
+#include "engine/program_cache.h"
+#include "engine/transfer.h"
+
+namespace tpu::aten {
+
+using hlo::ElemType;
+
+namespace {
+
+struct Param {
+  hlo::TensorType type;
+  std::shared_ptr<pjrt::Buffer> buffer;  // a storage's contents when first read
+  Input host;                            // otherwise: a host value or RNG state
+};
+
+struct NodeInput {
+  bool internal = false;  // true: a storage's pending value (id = graph slot)
+  int id = -1;            // false: a parameter
+};
+
+struct Node {
+  OpRecord rec;
+  std::shared_ptr<Entry> entry;
+  std::vector<NodeInput> ins;  // one per call input
+  std::vector<int> outs;       // graph slot defined by each non-kNone OutSpec
+};
+
+struct GraphSlot {
+  std::shared_ptr<engine::Slot> slot;
+  int param = -1;        // parameter holding its value as read before any write
+  bool written = false;  // produced or rewritten by the graph
+};
+
+struct FusedProgram {
+  std::shared_ptr<pjrt::Executable> exe;
+};
+
+struct Graph {
+  std::recursive_mutex mu;
+  std::vector<Node> nodes;
+  std::vector<GraphSlot> slots;
+  std::unordered_map<engine::Slot*, int> slot_ids;
+  std::vector<Param> params;
+  std::string key;
+  int device = -1;
+  size_t max_nodes = 4000;
+  DeferredStats stats;
+};
+
+Graph& graph() {
+  static auto* g = new Graph();
+  return *g;
+}
+
+engine::ProgramCache<FusedProgram>& fused_cache() {
+  static auto* c = new engine::ProgramCache<FusedProgram>(1024);
+  return *c;
+}
+
+thread_local const char* t_reason = nullptr;
+
+template <typename T>
+void put(std::string& key, const T& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+int slot_id(Graph& g, const std::shared_ptr<engine::Slot>& s) {
+  auto it = g.slot_ids.find(s.get());
+  if (it != g.slot_ids.end()) return it->second;
+  g.slots.push_back(GraphSlot{s});
+  int id = static_cast<int>(g.slots.size()) - 1;
+  g.slot_ids.emplace(s.get(), id);
+  return id;
+}
+
+void clear(Graph& g) {
+  g.nodes.clear();
+  g.slots.clear();
+  g.slot_ids.clear();
+  g.params.clear();
+  g.key.clear();
+  g.device = -1;
+}
+
+// Emits the whole graph; returns the program's MLIR text.
+std::string build(Graph& g, const std::vector<int>& outputs) {
+  hlo::Builder b;
+  std::vector<hlo::Value> pvals;
+  for (const auto& p : g.params) pvals.push_back(b.parameter(p.type));
+  std::vector<hlo::Value> cur(g.slots.size());
+  for (size_t id = 0; id < g.slots.size(); ++id)
+    if (g.slots[id].param >= 0) cur[id] = pvals[g.slots[id].param];
+  for (auto& n : g.nodes) {
+    std::vector<hlo::Value> in;
+    in.reserve(n.ins.size());
+    for (const auto& i : n.ins) in.push_back(i.internal ? cur[i.id] : pvals[i.id]);
+    std::vector<hlo::Value> vals;
+    try {
+      vals = emit(n.rec, b, in, *n.entry, false);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "Defer & Fuse: lowering ", n.rec.info->name,
+                  " (recorded in the pending graph) failed: ", e.what());
+    }
+    for (size_t j = 0; j < vals.size(); ++j) cur[n.outs[j]] = vals[j];
+  }
+  std::vector<hlo::Value> rets;
+  for (int id : outputs) rets.push_back(cur[id]);
+  b.ret(rets);
+  return b.module_text();
+}
+
+void run_graph(Graph& g, const std::string& reason) {
+  std::vector<int> outputs;  // written storages someone can still read
+  for (size_t id = 0; id < g.slots.size(); ++id)
+    if (g.slots[id].written && g.slots[id].slot->alive()) outputs.push_back(static_cast<int>(id));
+  std::string key = g.key;
+  key.push_back('|');
+  for (int id : outputs) put(key, id);
+  int device = g.device < 0 ? 0 : g.device;
+  std::string what = "a fused graph of " + std::to_string(g.nodes.size()) + " ops (" +
+                     g.nodes.front().rec.info->name + " ... " + g.nodes.back().rec.info->name + ")";
+
+  std::shared_ptr<FusedProgram> prog = fused_cache().find(key);
+  if (prog) {
+    g.stats.fused_cache_hits++;
+  } else {
+    g.stats.fused_cache_misses++;
+    prog = std::make_shared<FusedProgram>();
+    prog->exe = engine::compile_program(build(g, outputs), what);
+    fused_cache().insert(key, prog);
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
+  bufs.reserve(g.params.size());
+  for (auto& p : g.params) {
+    if (p.buffer) {
+      bufs.push_back(p.buffer);
+    } else if (p.host.kind == Input::kRng) {
+      bufs.push_back(engine::upload(p.host.bytes, ElemType::U64, {2}, device));
+    } else if (!p.host.list.empty()) {
+      bufs.push_back(engine::upload(p.host.list.data(), p.type.elem, p.type.dims, device));
+    } else if (!p.host.ilist.empty() || !p.type.dims.empty()) {
+      bufs.push_back(engine::upload(p.host.ilist.data(), p.type.elem, p.type.dims, device));
+    } else {
+      bufs.push_back(scalar_buffer(p.host.bytes, p.type.elem, device));
+    }
+  }
+  std::vector<pjrt::Buffer*> raw;
+  raw.reserve(bufs.size());
+  for (auto& b : bufs) raw.push_back(b.get());
+  auto outs = engine::launch(*prog->exe, raw, device, what);
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    auto& s = g.slots[outputs[j]].slot;
+    s->fulfil(outs[j], s->raw_elem());
+  }
+  g.stats.graphs_run++;
+  g.stats.graph_nodes_total += g.nodes.size();
+  if (g.nodes.size() > g.stats.largest_graph) g.stats.largest_graph = g.nodes.size();
+  g.stats.materializations[reason]++;
+}
+
+void flush_locked(Graph& g, const std::string& reason) {
+  if (g.nodes.empty()) return;
+  try {
+    run_graph(g, reason);
+  } catch (...) {
+    // The values cannot be computed: leave the storages readable (as they
+    // were before) rather than pending forever, then report.
+    for (auto& s : g.slots)
+      if (s.written) s.slot->drop_pending();
+    clear(g);
+    throw;
+  }
+  for (auto& s : g.slots)
+    if (s.written) s.slot->drop_pending();  // dead ones were never output
+  clear(g);
+}
+
+void flush_hook(engine::Slot*) { flush_pending(t_reason ? t_reason : "storage read"); }
+
+}  // namespace
+
+FlushReason::FlushReason(const char* reason) : prev_(t_reason) { t_reason = reason; }
+FlushReason::~FlushReason() { t_reason = prev_; }
+
+void record_deferred(Call& c, std::shared_ptr<Entry> e) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.device >= 0 && g.device != c.device) flush_locked(g, "device change");
+  g.device = c.device;
+  draw_rng(c, *e);
+
+  Node n{c.record(), e, {}, {}};
+  put(g.key, c.key.size());
+  g.key.append(c.key);
+  for (auto& in : c.inputs) {
+    NodeInput ni;
+    if (in.kind == Input::kSlot) {
+      int id = slot_id(g, in.slot);
+      GraphSlot& gs = g.slots[id];
+      if (gs.written) {
+        ni = {true, id};
+      } else {
+        if (gs.param < 0) {
+          TORCH_CHECK(!in.slot->pending(), "internal error: a pending storage outside the graph");
+          g.params.push_back(Param{in.type, in.slot->raw_buffer(), {}});
+          gs.param = static_cast<int>(g.params.size()) - 1;
+        }
+        ni = {false, gs.param};
+      }
+      g.key.push_back(ni.internal ? 'i' : 'e');
+      put(g.key, id);
+    } else {
+      Param p;
+      p.type = in.type;
+      p.host = in;
+      g.params.push_back(std::move(p));
+      ni = {false, static_cast<int>(g.params.size()) - 1};
+    }
+    n.ins.push_back(ni);
+  }
+
+  std::vector<at::Tensor> fresh;
+  for (const OutSpec& s : e->outs) {
+    if (s.kind == OutSpec::kNone) {
+      fresh.push_back(at::Tensor());
+      continue;
+    }
+    std::shared_ptr<engine::Slot> slot;
+    ElemType elem;
+    if (s.kind == OutSpec::kNew) {
+      at::Tensor t = empty_tpu(s.sizes, s.dtype, c.device);
+      slot = slot_ref(t);
+      elem = lower::to_elem(s.dtype);
+      fresh.push_back(std::move(t));
+    } else {
+      slot = c.inputs[s.input].slot;
+      elem = s.elem;
+    }
+    int id = slot_id(g, slot);
+    g.slots[id].written = true;
+    slot->set_pending(elem);
+    n.outs.push_back(id);
+    put(g.key, id);
+  }
+  g.nodes.push_back(std::move(n));
+  g.stats.ops_recorded++;
+  engine::metrics().ops_executed++;
+  push_results(c, *e, fresh);
+  if (g.nodes.size() >= g.max_nodes) flush_locked(g, "graph size limit");
+}
+
+void flush_pending(const std::string& reason) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  flush_locked(g, reason);
+}
+
+DeferredStats deferred_stats() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  return g.stats;
+}
+
+void reset_deferred_stats() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  g.stats = DeferredStats{};
+}
+
+size_t pending_nodes() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  return g.nodes.size();
+}
+
+void set_max_graph_nodes(size_t n) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  g.max_nodes = n < 1 ? 1 : n;
+}
+
+void clear_fused_cache() { fused_cache().clear(); }
+
+void install_flush_hook() { engine::set_flush_hook(&flush_hook); }
+
+}  // namespace tpu::aten

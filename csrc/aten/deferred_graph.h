@@ -1,0 +1,48 @@
+// Defer & Fuse: ops are recorded into one pending graph and compiled as one
+// fused program when a value is needed (see deferred_graph.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "aten/op_call.h"
+
+namespace tpu::aten {
+
+// Records a prepared call (Call::deferred, after prepare()) and pushes its
+// results, whose storages hold pending values.
+void record_deferred(Call& c, std::shared_ptr<Entry> e);
+
+// Runs the pending graph now (no-op when empty); `reason` is counted in stats.
+void flush_pending(const std::string& reason);
+
+// Names the reason of flushes triggered by reading a pending storage on this
+// thread while alive (e.g. "host read" around a device-to-host copy).
+class FlushReason {
+ public:
+  explicit FlushReason(const char* reason);
+  ~FlushReason();
+
+ private:
+  const char* prev_;
+};
+
+struct DeferredStats {
+  uint64_t ops_recorded = 0;
+  uint64_t graphs_run = 0;
+  uint64_t graph_nodes_total = 0;
+  uint64_t largest_graph = 0;
+  uint64_t fused_cache_hits = 0;
+  uint64_t fused_cache_misses = 0;
+  std::map<std::string, uint64_t> materializations;  // reason -> count
+};
+DeferredStats deferred_stats();
+void reset_deferred_stats();
+size_t pending_nodes();
+void set_max_graph_nodes(size_t n);
+void clear_fused_cache();
+void install_flush_hook();
+
+}  // namespace tpu::aten

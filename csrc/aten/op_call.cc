@@ -1,0 +1,329 @@
+// The argument walk of one call: program key, inputs, argument descriptors.
+#include "aten/op_call.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "aten/kernels.h"
+#include "aten/tpu_tensor.h"
+
+namespace tpu::aten {
+
+using engine::ViewLayout;
+using hlo::ElemType;
+
+namespace {
+
+// Appends the bytes of `v` to the key.
+template <typename T>
+void put(std::string& key, const T& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+void put_ints(std::string& key, c10::IntArrayRef v) {
+  put(key, static_cast<int64_t>(v.size()));
+  key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+}
+
+void put_ivalue(std::string& key, const c10::IValue& v) {
+  if (v.isNone()) {
+    key.push_back('n');
+  } else if (v.isInt()) {
+    key.push_back('i');
+    put(key, v.toInt());
+  } else if (v.isBool()) {
+    key.push_back(v.toBool() ? 'T' : 'F');
+  } else if (v.isDouble()) {
+    key.push_back('d');
+    put(key, v.toDouble());
+  } else if (v.isIntList()) {
+    key.push_back('l');
+    put_ints(key, v.toIntList().vec());
+  } else if (v.isString()) {
+    key.push_back('s');
+    const auto& s = v.toStringRef();
+    put(key, s.size());
+    key.append(s);
+  } else if (v.isDevice()) {
+    key.push_back('D');  // programs run on any device: the index is not structural
+  } else if (v.isScalar()) {
+    key.push_back('c');
+    c10::Scalar s = v.toScalar();
+    if (s.isFloatingPoint()) put(key, s.toDouble());
+    else if (s.isBoolean()) put(key, s.toBool());
+    else put(key, s.toLong());
+  } else if (v.isList()) {
+    key.push_back('L');
+    auto list = v.toListRef();
+    put(key, list.size());
+    for (const auto& e : list) put_ivalue(key, e);
+  } else {
+    std::ostringstream os;
+    os << v;
+    key.push_back('?');
+    key.append(os.str());
+  }
+}
+
+std::string device_mismatch(const OpInfo& info, const c10::FunctionSchema& s, size_t i,
+                            c10::Device a, c10::Device b) {
+  std::ostringstream os;
+  os << "Expected all tensors to be on the same device, but found at least two devices, " << a
+     << " and " << b << "! (argument '" << s.arguments()[i].name() << "' of " << info.name
+     << "). Move the tensor with .to('" << a << "') first.";
+  return os.str();
+}
+
+}  // namespace
+
+int Call::slot_input(const std::shared_ptr<engine::Slot>& slot) {
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].kind == Input::kSlot && inputs[k].slot == slot) return static_cast<int>(k);
+  Input in;
+  in.kind = Input::kSlot;
+  in.slot = slot;
+  // Deferred calls may read pending storages: their type is known without running them.
+  in.type = deferred ? hlo::TensorType{slot->raw_elem(), {slot->raw_length()}}
+                     : hlo::TensorType{slot->elem(), {slot->length()}};
+  inputs.push_back(std::move(in));
+  return static_cast<int>(inputs.size()) - 1;
+}
+
+TensorRef Call::tensor_ref(const at::Tensor& t, size_t i) {
+  TensorRef r;
+  if (!t.defined()) return r;
+  r.defined = true;
+  r.dtype = t.scalar_type();
+  c10::Device dev = t.device();
+  if (dev.type() == kTpu) {
+    int d = dev.index() < 0 ? current_device() : dev.index();
+    if (device < 0) device = d;
+    TORCH_CHECK(d == device,
+                device_mismatch(info, op.schema(), i, c10::Device(kTpu, device), dev));
+    const std::shared_ptr<engine::Slot>& slot = slot_ref(t);
+    // Strict Eager: the accessors run pending work first. Deferred: a pending
+    // storage stays pending; only uninitialised memory becomes zeros.
+    if (deferred ? !slot->pending() && !slot->raw_has_buffer() : !slot->has_buffer())
+      materialize_zeros(slot.get(), t.scalar_type());
+    r.layout = layout_of(t);
+    r.input = slot_input(slot);
+    key.push_back('t');
+    put(key, static_cast<int8_t>(r.dtype));
+    put_ints(key, t.sizes());
+    put_ints(key, t.strides());
+    put(key, t.storage_offset());
+    put(key, r.input);
+    put(key, static_cast<int8_t>(inputs[r.input].type.elem));
+    put(key, inputs[r.input].type.dims[0]);
+    return r;
+  }
+  if (dev.is_cpu() && t.dim() == 0) {
+    // A CPU scalar tensor (Python numbers arrive as these): a runtime input.
+    r.host_scalar = true;
+    r.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+    Input in;
+    in.kind = Input::kHost;
+    in.type = hlo::TensorType{lower::to_elem(r.dtype), {}};
+    std::memcpy(in.bytes, t.const_data_ptr(), t.element_size());
+    inputs.push_back(std::move(in));
+    r.input = static_cast<int>(inputs.size()) - 1;
+    key.push_back(r.wrapped ? 'w' : 'h');
+    put(key, static_cast<int8_t>(r.dtype));
+    return r;
+  }
+  c10::Device ours(kTpu, static_cast<c10::DeviceIndex>(device < 0 ? current_device() : device));
+  TORCH_CHECK(false, device_mismatch(info, op.schema(), i, ours, dev));
+}
+
+int Call::scalar_input(const c10::Scalar& s) {
+  Input in;
+  in.kind = Input::kHost;
+  if (s.isBoolean()) {
+    in.type = {ElemType::PRED, {}};
+    bool b = s.toBool();
+    std::memcpy(in.bytes, &b, 1);
+  } else if (s.isIntegral(false)) {
+    in.type = {ElemType::S64, {}};
+    int64_t v = s.toLong();
+    std::memcpy(in.bytes, &v, 8);
+  } else if (s.isComplex()) {
+    in.type = {ElemType::C128, {}};
+    c10::complex<double> v = s.toComplexDouble();
+    std::memcpy(in.bytes, &v, 16);
+  } else {
+    in.type = {ElemType::F64, {}};
+    double v = s.toDouble();
+    std::memcpy(in.bytes, &v, 8);
+  }
+  inputs.push_back(std::move(in));
+  key.push_back('S');
+  put(key, static_cast<int8_t>(inputs.back().type.elem));
+  return static_cast<int>(inputs.size()) - 1;
+}
+
+void Call::walk() {
+  key.clear();
+  inputs.clear();
+  descs.assign(nargs, ArgDesc{});
+  put(key, static_cast<const void*>(&op.schema()));
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = arg(i);
+    ArgDesc& d = descs[i];
+    switch (info.arg_class[i]) {
+      case ArgClass::kTensor:
+        // Unboxed callers pass an absent Tensor? as an undefined tensor.
+        if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) {
+          d.kind = lower::Arg::kNone;
+          key.push_back('n');
+        } else {
+          d.kind = lower::Arg::kTensor;
+          d.t = tensor_ref(v.toTensor(), i);
+        }
+        break;
+      case ArgClass::kTensorList: {
+        d.kind = lower::Arg::kTensorList;
+        auto list = v.toTensorList();
+        key.push_back('L');
+        put(key, list.size());
+        for (size_t k = 0; k < list.size(); ++k) d.list.push_back(tensor_ref(list.get(k), i));
+        break;
+      }
+      case ArgClass::kOptTensorList: {
+        d.kind = lower::Arg::kTensorList;
+        auto list = v.toOptionalTensorList();
+        key.push_back('O');
+        put(key, list.size());
+        for (size_t k = 0; k < list.size(); ++k) {
+          std::optional<at::Tensor> t = list.get(k);
+          if (t.has_value() && t->defined()) {
+            d.list.push_back(tensor_ref(*t, i));
+          } else {
+            d.list.push_back(TensorRef{});
+            key.push_back('n');
+          }
+        }
+        break;
+      }
+      case ArgClass::kScalar:
+        if (v.isNone()) {
+          d.kind = lower::Arg::kNone;
+          key.push_back('n');
+        } else {
+          d.kind = lower::Arg::kScalar;
+          d.value = v;
+          d.input = scalar_input(v.isDouble() ? c10::Scalar(v.toDouble()) : v.toScalar());
+        }
+        break;
+      case ArgClass::kScalarList: {
+        d.kind = lower::Arg::kScalarList;
+        d.value = v;
+        Input in;
+        in.kind = Input::kHost;
+        bool floating = false;
+        std::vector<c10::Scalar> vals;
+        for (const auto& e : v.toListRef()) {
+          c10::Scalar s = e.isDouble() ? c10::Scalar(e.toDouble()) : e.toScalar();
+          floating |= s.isFloatingPoint() || s.isComplex();
+          vals.push_back(s);
+        }
+        for (const auto& s : vals) {
+          if (floating) in.list.push_back(s.toDouble());
+          else in.ilist.push_back(s.toLong());
+        }
+        int64_t n = static_cast<int64_t>(vals.size());
+        in.type = {floating ? ElemType::F64 : ElemType::S64, {n}};
+        inputs.push_back(std::move(in));
+        d.input = static_cast<int>(inputs.size()) - 1;
+        key.push_back('Q');
+        put(key, floating);
+        put(key, n);
+        break;
+      }
+      case ArgClass::kGenerator:
+        d.kind = lower::Arg::kOther;
+        d.value = v;
+        key.push_back('G');
+        break;
+      case ArgClass::kOther:
+        d.kind = v.isNone() ? lower::Arg::kNone : lower::Arg::kOther;
+        d.value = v;
+        put_ivalue(key, v);
+        break;
+    }
+  }
+  if (device < 0) {
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::IValue& v = arg(i);
+      if (v.isDevice() && v.toDevice().type() == kTpu) {
+        device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      }
+    }
+    if (device < 0) device = current_device();
+  }
+  if (info.lowering->needs_rng) {
+    Input in;
+    in.kind = Input::kRng;
+    in.type = {ElemType::U64, {2}};
+    inputs.push_back(std::move(in));
+    key.push_back('R');
+  }
+}
+
+OpRecord Call::record() const {
+  OpRecord r{op, &info, descs, {}};
+  r.input_types.reserve(inputs.size());
+  for (const auto& in : inputs) r.input_types.push_back(in.type);
+  return r;
+}
+
+// Boolean-mask and CPU index tensors (Tensor?[] of index, index_put_ ...)
+// become long indices on the device first: their count depends on the data.
+static void expand_indices(Call& c) {
+  for (size_t i = 0; i < c.nargs; ++i) {
+    if (c.info.arg_class[i] != ArgClass::kOptTensorList) continue;
+    c10::Device dev(kTpu, static_cast<c10::DeviceIndex>(current_device()));
+    for (size_t j = 0; j < c.nargs; ++j)
+      if (c.arg(j).isTensor() && c.arg(j).toTensor().defined() &&
+          c.arg(j).toTensor().device().type() == kTpu) {
+        dev = c.arg(j).toTensor().device();
+        break;
+      }
+    c.arg(i) = expand_index_masks(c.arg(i).toOptionalTensorList(), dev);
+  }
+}
+
+void prepare(Call& c) {
+  expand_indices(c);
+  // out= tensors first take the shapes PyTorch's meta kernel gives (also for
+  // lowerings registered under an out= name, such as arange.start_out). This
+  // must precede the cache lookup: the shape may depend on runtime scalars that
+  // are not in the key (arange's end), so a cached entry cannot tell it.
+  if (c.info.has_out) {
+    std::vector<lower::OutMeta> meta;
+    std::vector<int64_t> counts;
+    if (run_meta(c, meta, counts)) resize_outs(c, meta);
+  }
+  c.walk();
+}
+
+// "float[32, 4], int64[32], None, 1" -- for error messages.
+std::string describe(Call& c) {
+  std::ostringstream os;
+  for (size_t i = 0; i < c.nargs; ++i) {
+    if (i) os << ", ";
+    const c10::IValue& v = c.arg(i);
+    if (v.isTensor() && !v.toTensor().defined()) {
+      os << "None";
+    } else if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      os << t.scalar_type() << t.sizes() << (t.device().is_cpu() ? "@cpu" : "");
+    } else {
+      os << v;
+    }
+  }
+  return os.str();
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,129 @@
+// One call of a lowered op, as the generic kernel sees it, and the pieces both
+// execution modes share: the argument walk that builds the program key and the
+// input list, PyTorch meta-kernel shape inference, and emission of the op into
+// a program (a single-op program in Strict Eager, a fused graph in Defer & Fuse).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aten/op_info.h"
+#include "engine/program_cache.h"
+#include "engine/slot.h"
+#include "engine/view_io.h"
+#include "lower/registry.h"
+#include "pjrt/pjrt.h"
+
+namespace tpu::aten {
+
+// A program input of one call.
+struct Input {
+  enum Kind { kSlot, kHost, kRng } kind = kSlot;
+  std::shared_ptr<engine::Slot> slot;  // kSlot
+  hlo::TensorType type;                // parameter type
+  char bytes[16] = {0};                // kHost rank 0 value; kRng (seed, offset) once drawn
+  std::vector<double> list;            // kHost rank 1 (scalar lists, as f64)
+  std::vector<int64_t> ilist;          // kHost rank 1 (scalar lists, as s64)
+};
+
+// A tensor argument: which input holds its storage and how it views it.
+struct TensorRef {
+  bool defined = false;
+  int input = -1;
+  engine::ViewLayout layout;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool host_scalar = false;  // a CPU 0-dim tensor (e.g. a wrapped Python number)
+  bool wrapped = false;
+};
+
+struct ArgDesc {
+  lower::Arg::Kind kind = lower::Arg::kOther;
+  TensorRef t;
+  std::vector<TensorRef> list;
+  int input = -1;  // kScalar / kScalarList
+  c10::IValue value;
+};
+
+struct OutSpec {
+  // kNone: an undefined result (e.g. a gradient output_mask did not ask for).
+  enum Kind { kNew, kWrite, kNone } kind = kNew;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // kNew
+  std::vector<int64_t> sizes;                          // kNew
+  int input = -1;                                      // kWrite: the slot input rewritten
+  hlo::ElemType elem = hlo::ElemType::F32;             // kWrite: element type written
+};
+
+// What is known about an op signature (one program key): its results, and the
+// compiled single-op program once Strict Eager needed it.
+struct Entry {
+  std::vector<OutSpec> outs;
+  std::vector<int64_t> return_counts;  // per schema return: tensors it carries
+  uint64_t rng_numbers = 0;
+  std::vector<lower::OutMeta> meta;    // PyTorch's meta results (when it has a meta kernel)
+  bool have_meta = false;
+  std::string mlir;                    // the single-op program
+  std::shared_ptr<pjrt::Executable> exe;
+};
+
+// Everything needed to emit an op later, holding no tensor (so that recording
+// an op never keeps an intermediate alive).
+struct OpRecord {
+  c10::OperatorHandle op;
+  OpInfo* info;
+  std::vector<ArgDesc> descs;
+  std::vector<hlo::TensorType> input_types;
+};
+
+struct Call {
+  const c10::OperatorHandle& op;
+  OpInfo& info;
+  torch::jit::Stack* stack;
+  size_t nargs;
+  bool deferred = false;  // pending storages are inputs, not materialised
+  int device = -1;
+  std::string key;
+  std::vector<Input> inputs;
+  std::vector<ArgDesc> descs;
+
+  Call(const c10::OperatorHandle& op, OpInfo& info, torch::jit::Stack* stack)
+      : op(op), info(info), stack(stack), nargs(op.schema().arguments().size()) {}
+
+  c10::IValue& arg(size_t i) { return (*stack)[stack->size() - nargs + i]; }
+  // Builds key, inputs and descs.
+  void walk();
+  OpRecord record() const;
+
+ private:
+  int slot_input(const std::shared_ptr<engine::Slot>& slot);
+  TensorRef tensor_ref(const at::Tensor& t, size_t i);
+  int scalar_input(const c10::Scalar& s);
+};
+
+// PyTorch's meta kernel on meta copies of the arguments: result dtypes and
+// shapes, and PyTorch's own argument checks. False when the op has none.
+bool run_meta(Call& c, std::vector<lower::OutMeta>& out, std::vector<int64_t>& return_counts);
+// Resizes out= tensors to the shapes the meta kernel gave; true if any changed.
+bool resize_outs(Call& c, const std::vector<lower::OutMeta>& meta);
+// Index masks, out= resizing, then the walk: everything before the cache lookup.
+void prepare(Call& c);
+// The cached Entry of the call's key, or a new one (meta kernel + a trial emission).
+std::shared_ptr<Entry> entry_for(Call& c);
+// Emits the op reading input k from `in[k]`. With `first`, fills e.outs,
+// return_counts and rng_numbers. Returns one value per OutSpec that is not
+// kNone: new results as rank-1 arrays, then rewritten storages' new contents.
+std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& in,
+                             Entry& e, bool first);
+// Draws the RNG state for a kRng input (advancing the generator).
+void draw_rng(Call& c, const Entry& e);
+// Pops the arguments and pushes the results: `fresh` holds one tensor per
+// kNew/kNone OutSpec, in order; aliasing returns push their argument.
+void push_results(Call& c, const Entry& e, const std::vector<at::Tensor>& fresh);
+std::string describe(Call& c);
+
+engine::ProgramCache<Entry>& entry_cache();
+
+}  // namespace tpu::aten
