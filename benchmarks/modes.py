@@ -1,37 +1,59 @@
-"""Strict Eager vs Defer & Fuse on a minGPT-size model (the CPU PJRT plugin by default).
+"""Execution modes on a minGPT-size model: torch.compile(backend="tpu") vs Defer & Fuse vs
+Strict Eager (the CPU PJRT plugin by default), with PyTorch's own CPU eager and
+torch.compile (inductor) on the CPU as the baselines a user would otherwise pick.
 
-Training step (forward, backward, AdamW) and inference step (forward, no grad);
-for each mode: median step time after warm-up, programs compiled after warm-up,
-peak device memory. Ratios are taken within this one run.
+Training step (forward, backward, AdamW) and inference step (forward, no grad). The
+compiled modes compile the whole step function (Dynamo breaks it at zero_grad and
+backward, so it becomes a forward, a backward and an optimizer graph).
+For each mode: median step time after warm-up, first-step time (tracing and
+compiling, with empty compile caches), programs compiled after warm-up (tpu modes),
+peak device memory (tpu modes: the backend's own accounting) and peak process RSS.
+Each (mode, step) runs in a fresh interpreter so compile caches, Dynamo state and
+RSS peaks do not leak between rows. Ratios are taken within this one run.
 
     python benchmarks/modes.py [--steps 10] [--warmup 3] [--layers 4 --width 256
-                                --context 128 --batch 8]
+                                --context 128 --batch 8] [--modes compiled,defer_and_fuse]
 """
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-import torch
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+MODES = ("compiled", "defer_and_fuse", "strict_eager", "cpu_eager", "cpu_inductor")
 
-import torch_tpu
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from examples.mingpt.model import GPT, GPTConfig  # noqa: E402
+def _rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run(mode, args, train):
-    torch_tpu.set_execution_mode(mode)
+    """One (mode, step) measurement in this process; returns a dict."""
+    import torch
+
+    import torch_tpu
+    sys.path.insert(0, ROOT)
+    from examples.mingpt.model import GPT, GPTConfig
+
+    on_tpu = not mode.startswith("cpu_")
+    dev = "tpu" if on_tpu else "cpu"
+    if mode in ("defer_and_fuse", "strict_eager"):
+        torch_tpu.set_execution_mode(mode)
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
                     n_head=args.heads, n_embd=args.width)
-    model = GPT(cfg).to("tpu")
+    model = GPT(cfg).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 65, (args.batch, args.context), generator=g).to("tpu")
-    y = torch.randint(0, 65, (args.batch, args.context), generator=g).to("tpu")
-    torch.tpu.synchronize()
+    x = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)
+    y = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)
+    sync = torch.tpu.synchronize if on_tpu else (lambda: None)
+    sync()
 
     def step():
         if train:
@@ -42,30 +64,62 @@ def run(mode, args, train):
         else:
             with torch.no_grad():
                 _, loss = model(x, y)
-        return loss.item()
+        return loss
 
+    if mode == "compiled":
+        step = torch.compile(step, backend="tpu")
+    elif mode == "cpu_inductor":
+        step = torch.compile(step, backend="inductor")
+
+    rss0 = _rss_mib()
     first = time.perf_counter()
-    step()
+    step().item()
     first = time.perf_counter() - first
     for _ in range(args.warmup - 1):
-        step()
-    torch.tpu.reset_peak_memory_stats()
+        step().item()
+    if on_tpu:
+        torch.tpu.reset_peak_memory_stats()
     compiled = torch_tpu.debug.metrics()["programs_compiled"]
     times, loss = [], None
     for _ in range(args.steps):
         t = time.perf_counter()
-        loss = step()
+        loss = step().item()
         times.append(time.perf_counter() - t)
-    compiles = torch_tpu.debug.metrics()["programs_compiled"] - compiled
-    peak = torch.tpu.max_memory_allocated()
-    del model, opt
-    torch_tpu.set_execution_mode("strict_eager")
-    return dict(median=statistics.median(times), first=first, compiles=compiles, peak=peak,
-                loss=loss)
+    return dict(median=statistics.median(times), first=first, loss=loss,
+                compiles=torch_tpu.debug.metrics()["programs_compiled"] - compiled if on_tpu
+                else None,
+                peak=torch.tpu.max_memory_allocated() / 2**20 if on_tpu else None,
+                rss=_rss_mib() - rss0)
+
+
+def child(args):
+    try:
+        r = run(args.child, args, args.train)
+    except Exception as e:  # a baseline that cannot run here is reported, not fatal
+        r = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+    print("RESULT " + json.dumps(r), flush=True)
+
+
+def spawn(mode, args, train, cache):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--layers", str(args.layers), "--heads",
+           str(args.heads), "--width", str(args.width), "--context", str(args.context),
+           "--batch", str(args.batch)] + (["--train"] if train else [])
+    env = dict(os.environ)
+    # Empty compile caches: the first step shows what compiling costs.
+    env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return dict(error=f"exit {p.returncode}: {tail[:160]}")
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--layers", type=int, default=4)
@@ -73,19 +127,39 @@ def main():
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--context", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    print(f"platform {torch.tpu.get_device_name()}; GPT {args.layers}x{args.width}, context "
-          f"{args.context}, batch {args.batch}; median of {args.steps} steps after "
-          f"{args.warmup} warm-up")
-    print(f"{'step':10s} {'mode':15s} {'median ms':>10s} {'first ms':>10s} "
-          f"{'compiles':>9s} {'peak MiB':>9s} {'speed-up':>9s}")
-    for train in (True, False):
-        rows = {m: run(m, args, train) for m in ("strict_eager", "defer_and_fuse")}
-        base = rows["strict_eager"]["median"]
-        for m, r in rows.items():
-            print(f"{'train' if train else 'inference':10s} {m:15s} {1e3 * r['median']:10.1f} "
-                  f"{1e3 * r['first']:10.1f} {r['compiles']:9d} {r['peak'] / 2**20:9.1f} "
-                  f"{base / r['median']:8.2f}x")
+    if args.child:
+        return child(args)
+
+    import torch
+    import torch_tpu  # noqa: F401
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    print(f"platform {torch.tpu.get_device_name()}; torch {torch.__version__}; "
+          f"GPT {args.layers}x{args.width}, context {args.context}, batch {args.batch}; "
+          f"median of {args.steps} steps after {args.warmup} warm-up; {os.cpu_count()} CPUs")
+    header = (f"| {'step':9s} | {'mode':15s} | {'median ms':>9s} | {'first ms':>9s} | "
+              f"{'compiles':>8s} | {'dev peak MiB':>12s} | {'RSS +MiB':>8s} | "
+              f"{'vs CPU eager':>12s} |")
+    print(header)
+    print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|")
+    with tempfile.TemporaryDirectory(prefix="torch_tpu_bench_") as cache:
+        for train in (True, False):
+            rows = {m: spawn(m, args, train, cache) for m in modes}
+            base = rows.get("cpu_eager", {}).get("median")
+            for m, r in rows.items():
+                kind = "train" if train else "inference"
+                if "error" in r:
+                    print(f"| {kind:9s} | {m:15s} | error: {r['error']} |")
+                    continue
+                ratio = f"{base / r['median']:11.2f}x" if base else f"{'-':>12s}"
+                print(f"| {kind:9s} | {m:15s} | {1e3 * r['median']:9.1f} | "
+                      f"{1e3 * r['first']:9.1f} | "
+                      f"{'-' if r['compiles'] is None else r['compiles']:>8} | "
+                      f"{'-' if r['peak'] is None else format(r['peak'], '.1f'):>12s} | "
+                      f"{r['rss']:8.1f} | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,33 @@ def run_python(code, env=None, timeout=120):
         pytest.fail(f"subprocess did not finish within {timeout}s (hang): {e}")
 
 
+# Suites whose tests run in both execution modes (results must agree up to
+# floating-point reassociation); a test marked strict_only runs in Strict Eager alone.
+_BOTH_MODES = ("ops", "models", "modes")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
+
+
+@pytest.fixture(autouse=True)
+def tpu_execution_mode(request):
+    """The execution mode of the test (Strict Eager unless parametrised)."""
+    mode = getattr(request, "param", "strict_eager")
+    torch_tpu.set_execution_mode(mode)
+    yield mode
+    torch_tpu.set_execution_mode("strict_eager")  # runs pending work first
+
+
+def pytest_generate_tests(metafunc):
+    parts = str(metafunc.definition.path).split(os.sep)
+    if ("tpu_execution_mode" in metafunc.fixturenames and "tests" in parts
+            and parts[parts.index("tests") + 1] in _BOTH_MODES
+            and not metafunc.definition.get_closest_marker("strict_only")):
+        metafunc.parametrize("tpu_execution_mode", ["strict_eager", "defer_and_fuse"],
+                             indirect=True, ids=["eager", "fused"])
+
+
 @pytest.fixture
 def metrics_delta():
     """Returns a function giving the change of torch_tpu.debug.metrics() since the test began."""

@@ -64,6 +64,9 @@ def mark_step(reason="mark_step"):
 def _optimizer_step_boundary(optimizer, args, kwargs):
     # Cutting the graph at every optimizer step keeps graph boundaries fixed
     # from step to step, so the fused programs are reused (no recompiles).
+    # A step traced by torch.compile is one program already: nothing to cut.
+    if torch.compiler.is_compiling():
+        return
     if _C._pending_nodes():
         _C._flush("optimizer step")
 

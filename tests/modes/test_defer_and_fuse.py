@@ -1,0 +1,220 @@
+"""Defer & Fuse: recording, materialisation, aliasing across graphs, memory,
+steady-state training without recompiles, and the mode-selection API."""
+import os
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+from conftest import assert_close_cpu, run_python
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from examples.mingpt.model import GPT, GPTConfig  # noqa: E402
+
+pytestmark = pytest.mark.strict_only  # each test picks its modes itself
+
+
+def stats():
+    return torch_tpu._C._deferred_stats()
+
+
+def compiled():
+    m = torch_tpu.debug.metrics()
+    return m["programs_compiled"] + m.get("disk_hits", 0)
+
+
+def test_mode_api_and_context_manager():
+    assert torch_tpu.get_execution_mode() == "strict_eager"
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    assert torch_tpu.get_execution_mode() == "defer_and_fuse"
+    with torch_tpu.execution_mode("strict_eager"):
+        assert torch_tpu.get_execution_mode() == "strict_eager"
+    assert torch_tpu.get_execution_mode() == "defer_and_fuse"
+    torch_tpu.set_execution_mode("strict_eager")
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        x = torch.ones(4, device="tpu") * 3
+        assert torch_tpu._C._pending_nodes() >= 1
+    assert torch_tpu._C._pending_nodes() == 0  # leaving the block ran it
+    assert x.sum().item() == 12
+    with pytest.raises(ValueError, match="strict_eager"):
+        torch_tpu.set_execution_mode("sometimes")
+
+
+@pytest.mark.parametrize("env", [{"TORCH_TPU_EXECUTION_MODE": "defer_and_fuse"},
+                                 {"TORCH_TPU_DEFER_AND_FUSE": "1"},
+                                 {"TORCH_TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_LAUNCH_BLOCKING": "1"}])
+def test_mode_from_environment(env):
+    r = run_python("""
+        import torch, torch_tpu
+        print(torch_tpu.get_execution_mode())
+        x = torch.ones(3, device="tpu") + 1
+        print(torch_tpu._C._pending_nodes(), x.sum().item())
+    """, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    mode, pending, total = r.stdout.split("\n")[0], *r.stdout.split("\n")[1].split()
+    assert float(total) == 6.0
+    if "TORCH_TPU_LAUNCH_BLOCKING" in env:  # launch blocking wins
+        assert (mode, int(pending)) == ("strict_eager", 0)
+    else:
+        assert mode == "defer_and_fuse" and int(pending) >= 2  # fill_ and add wait
+
+
+def test_ops_wait_for_a_read_and_run_as_one_program():
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    before = stats()
+    a = torch.randn(8, 8)
+    x = a.to("tpu")
+    y = ((x + 1) * 2).exp().sum(dim=1)
+    assert torch_tpu._C._pending_nodes() == 4
+    assert stats()["graphs_run"] == before["graphs_run"]
+    assert_close_cpu(y, ((a + 1) * 2).exp().sum(dim=1), rtol=1e-5, atol=1e-4)
+    after = stats()
+    assert after["graphs_run"] == before["graphs_run"] + 1
+    assert after["materializations"].get("host read", 0) == \
+        before["materializations"].get("host read", 0) + 1
+
+
+def test_materialisation_points():
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    x = torch.arange(6.0, device="tpu")
+    y = x * 2
+    torch.tpu.synchronize()
+    assert torch_tpu._C._pending_nodes() == 0
+    assert stats()["materializations"]["synchronize"] >= 1
+    z = y + 1
+    torch_tpu.mark_step()
+    assert torch_tpu._C._pending_nodes() == 0
+    w = z.cumsum(0) + 0
+    assert w.tolist() == torch.cumsum(torch.arange(6.0) * 2 + 1, 0).tolist()
+    # A CPU-fallback op needs its inputs on the host: the graph runs first.
+    torch_tpu._C._set_max_graph_nodes(10)
+    try:
+        for _ in range(25):
+            z = z + 1
+        assert torch_tpu._C._pending_nodes() < 10
+        assert stats()["materializations"]["graph size limit"] >= 2
+    finally:
+        torch_tpu._C._set_max_graph_nodes(4000)
+    assert z.sum().item() == float((torch.arange(6.0) * 2 + 1 + 25).sum())
+
+
+def test_inplace_through_views_across_graphs():
+    def program(dev):
+        base = torch.zeros(4, 6, device=dev)
+        row, col = base[1], base[:, 2]
+        row.add_(1.0)
+        col.mul_(3.0).add_(2.0)
+        if dev == "tpu":
+            torch_tpu.mark_step()  # a graph boundary in the middle
+        base.t()[4].sub_(5.0)
+        sibling = base[1:3, 1:5]
+        sibling.mul_(2)
+        return base, row, col, sibling
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    got = program("tpu")
+    want = program("cpu")
+    for g, w in zip(got, want):
+        assert_close_cpu(g, w)
+
+
+def test_view_taken_before_and_read_after_materialisation():
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    x = torch.arange(10.0).to("tpu")
+    v = x[2:7]            # a view taken while nothing is pending
+    x.mul_(10)            # deferred in-place on the base
+    torch_tpu.mark_step()
+    assert v.tolist() == [20.0, 30.0, 40.0, 50.0, 60.0]
+    v.add_(1)             # deferred in-place through the view
+    assert x.tolist() == [0, 10, 21, 31, 41, 51, 61, 70, 80, 90]
+
+
+def test_freed_tensors_are_never_materialised():
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    x = torch.ones(256, 1024, device="tpu")
+    torch_tpu.mark_step()
+    torch.tpu.reset_peak_memory_stats()
+    base = torch.tpu.memory_allocated()
+    y = x * 2          # intermediates: freed before anything runs
+    z = y.exp()
+    del y
+    out = (z + 1).sum()
+    del z
+    assert out.item() == pytest.approx(256 * 1024 * (torch.e ** 2 + 1), rel=1e-5)
+    # Only the 4-byte result was materialised.
+    assert torch.tpu.max_memory_allocated() - base <= 64
+
+
+def test_peak_memory_is_lower_than_strict_eager():
+    def peak(mode):
+        torch_tpu.set_execution_mode(mode)
+        x = torch.ones(512, 512, device="tpu")
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+        r = (((x * 2).exp() + 1).log() * 3).mean()
+        r.item()
+        p = torch.tpu.max_memory_allocated() - torch.tpu.memory_allocated()
+        torch_tpu.set_execution_mode("strict_eager")
+        return p
+    assert peak("defer_and_fuse") < peak("strict_eager")
+
+
+def _train(model_fn, data_fn, mode, steps):
+    torch_tpu.set_execution_mode(mode)
+    torch.manual_seed(0)
+    model = model_fn().to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = data_fn()
+    x, y = x.to("tpu"), y.to("tpu")
+    losses, compiles = [], []
+    for _ in range(steps):
+        loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        compiles.append(compiled())
+    torch_tpu.set_execution_mode("strict_eager")
+    return losses, compiles
+
+
+class _GPTLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gpt = GPT(GPTConfig(vocab_size=32, block_size=16, n_layer=2, n_head=2, n_embd=32))
+
+    def forward(self, x, y):
+        return self.gpt(x, y)[1]
+
+
+class _CNNLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 4))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+
+def _gpt_data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(0, 32, (4, 16), generator=g), torch.randint(0, 32, (4, 16), generator=g)
+
+
+def _cnn_data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+
+
+@pytest.mark.parametrize("model_fn,data_fn", [(_GPTLoss, _gpt_data), (_CNNLoss, _cnn_data)],
+                         ids=["gpt", "cnn"])
+def test_training_30_steps_matches_strict_eager_without_recompiles(model_fn, data_fn):
+    fused, compiles = _train(model_fn, data_fn, "defer_and_fuse", 30)
+    eager, _ = _train(model_fn, data_fn, "strict_eager", 30)
+    torch.testing.assert_close(torch.tensor(fused), torch.tensor(eager), rtol=1e-4, atol=1e-5)
+    assert fused[-1] < fused[0]
+    # Steady state: after warm-up no step compiles anything.
+    assert compiles[-1] == compiles[3], compiles

@@ -1,0 +1,55 @@
+"""The `tpu` Dynamo backend: torch.compile(model, backend="tpu").
+
+Dynamo captures FX graphs (graph breaks split them; shape changes recompile
+through its guards). AOTAutograd traces each into functional forward and
+backward graphs of core ATen ops (PyTorch's core decompositions), and every
+graph becomes one fused StableHLO program (see graph_runner). AOTAutograd's
+runtime wrapper writes input mutations back into the caller's tensors; for
+inference graphs they are kept inside the program (`copy_` into the input's
+storage), so BatchNorm running statistics or an optimizer step are part of the
+fused program rather than separate eager ops.
+
+Found by name through the `torch_dynamo_backends` entry point (pyproject.toml);
+torch_tpu.dynamo.register() registers it by hand where the package metadata
+is not installed.
+"""
+import functools
+
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+
+from . import device_interface
+from .graph_runner import CompiledGraph
+
+device_interface.register()
+
+
+def _compiler(kind):
+    def compile_graph(gm, example_inputs):
+        graph = CompiledGraph(gm, kind)
+
+        # A plain function: AOTAutograd wraps the backward in torch._dynamo.disable,
+        # which keeps a function's attributes (_boxed_call) but not an instance's.
+        def run(args):
+            return graph(args)
+        run._boxed_call = True
+        run.graph = graph
+        return run
+    compile_graph.__name__ = f"tpu_{kind}_compiler"
+    return compile_graph
+
+
+@functools.cache
+def _aot_backend():
+    return aot_autograd(
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        decompositions=core_aten_decompositions(),
+        keep_inference_input_mutations=True,
+    )
+
+
+def tpu_backend(gm, example_inputs, **kwargs):
+    """Dynamo backend entry: an FX graph and its example inputs -> a callable."""
+    return _aot_backend()(gm, example_inputs, **kwargs)
