@@ -79,8 +79,9 @@ def synchronize(device=None):
 
 
 def get_device_name(device=None):
+    """The device kind and the PJRT platform that runs it, e.g. 'cpu (PJRT cpu plugin)'."""
     i = _checked(device)
-    return f"{_C._platform_name()}:{_C._device_kind(i)}"
+    return f"{_C._device_kind(i)} (PJRT {_C._platform_name()} plugin)"
 
 
 class _DeviceProperties:

@@ -36,6 +36,7 @@ def test_synchronize():
 def test_device_name_and_properties():
     name = torch.tpu.get_device_name()
     assert isinstance(name, str) and name
+    assert "PJRT cpu plugin" in name  # says which platform runs (the CPU plugin here)
     assert torch.tpu.get_device_name(0) == name
     props = torch.tpu.get_device_properties(0)
     assert props.name == name
