@@ -217,7 +217,7 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
   g.device = c.device;
   draw_rng(c, *e);
 
-  Node n{c.record(), e, {}, {}};
+  Node n{c.take_record(), e, {}, {}};
   put(g.key, c.key.size());
   g.key.append(c.key);
   for (auto& in : c.inputs) {

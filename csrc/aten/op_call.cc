@@ -271,6 +271,13 @@ void Call::walk() {
   }
 }
 
+OpRecord Call::take_record() {
+  OpRecord r{op, &info, std::move(descs), {}};
+  r.input_types.reserve(inputs.size());
+  for (const auto& in : inputs) r.input_types.push_back(in.type);
+  return r;
+}
+
 OpRecord Call::record() const {
   OpRecord r{op, &info, descs, {}};
   r.input_types.reserve(inputs.size());

@@ -96,6 +96,8 @@ struct Call {
   // Builds key, inputs and descs.
   void walk();
   OpRecord record() const;
+  // The same, moving the descriptors out (the call needs them no more).
+  OpRecord take_record();
 
  private:
   int slot_input(const std::shared_ptr<engine::Slot>& slot);
