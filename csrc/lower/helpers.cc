@@ -171,6 +171,11 @@ void register_all() {
   register_resize();
   register_losses();
   register_statistics();
+  register_optim();
+  register_padding();
+  register_embedding_bag();
+  register_math();
+  register_cumulative();
 }
 
 }  // namespace tpu::lower

@@ -59,5 +59,11 @@ void register_dropout();
 void register_resize();
 void register_losses();
 void register_statistics();
+// optim.cc, padding.cc, embedding_bag.cc, math.cc, cumulative.cc.
+void register_optim();
+void register_padding();
+void register_embedding_bag();
+void register_math();
+void register_cumulative();
 
 }  // namespace tpu::lower

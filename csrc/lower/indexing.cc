@@ -33,6 +33,11 @@ Value coords(hlo::Builder& b, Value index, int64_t dim, int64_t rank) {
 
 Value gather_elems(hlo::Builder& b, Value self, int64_t dim, Value index) {
   int64_t r = self.rank();
+  // An empty index may have more dims than self: nothing to read.
+  if (index.type.numel() == 0) {
+    hlo::TensorType t{self.elem(), index.dims()};
+    return hlo::is_float(t.elem) ? b.splat_f(0, t) : b.splat_i(0, t);
+  }
   hlo::Builder::GatherDims g;
   g.collapsed_slice_dims = iota_dims(0, r);
   g.start_index_map = iota_dims(0, r);
@@ -45,6 +50,11 @@ Value gather_elems(hlo::Builder& b, Value self, int64_t dim, Value index) {
 Value scatter_elems(hlo::Builder& b, Value self, int64_t dim, Value index, Value src,
                     const hlo::ReduceOp* combine) {
   int64_t r = self.rank();
+  if (index.type.numel() == 0) return self;
+  if (r == 0) {  // a 0-dim self is a one-element dim 0
+    Value one = scatter_elems(b, b.reshape(self, {1}), 0, b.reshape(index, {1}), b.reshape(src, {1}), combine);
+    return b.reshape(one, {});
+  }
   hlo::Builder::ScatterDims s;
   s.inserted_window_dims = iota_dims(0, r);
   s.scatter_dims_to_operand_dims = iota_dims(0, r);
@@ -263,7 +273,7 @@ void register_indexing() {
   // gather(self, dim, index, sparse_grad)
   add("gather", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
-    if (self.rank() == 0) return {self};
+    if (self.rank() == 0 && c.tensor(2).type.numel() != 0) return {self};
     return {gather_elems(c.b, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2))};
   });
   // scatter.src(self, dim, index, src)

@@ -1,4 +1,4 @@
-// Matrix products: mm, addmm, bmm, baddbmm, dot.
+// Matrix products: mm, addmm, addmv, bmm, baddbmm, dot.
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -38,6 +38,12 @@ void register_linalg() {
   add("addmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
     Value p = matmul2d(c.b, c.tensor(1), c.tensor(2), t);
+    return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+  });
+  // addmv(self, mat, vec, beta, alpha): mv and matmul with a vector reach it.
+  add("addmv", [](Ctx& c) -> std::vector<Value> {
+    ElemType t = to_elem(result_type(c, {0, 1, 2}));
+    Value p = c.b.dot_general(cast(c.b, c.tensor(1), t), cast(c.b, c.tensor(2), t), {}, {}, {1}, {0}, t);
     return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
   });
   add("baddbmm", [](Ctx& c) -> std::vector<Value> {

@@ -1,4 +1,4 @@
-// Reductions: sum, mean, amax/amin. Accumulate in opmath of the result type.
+// Reductions: sum, mean, prod, amax/amin. Accumulate in opmath of the result type.
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -33,6 +33,10 @@ c10::ScalarType sum_type(const Ctx& c, size_t self, std::optional<c10::ScalarTyp
 Value sum_over(Ctx& c, c10::ScalarType out, const std::vector<int64_t>& dims, bool keepdim) {
   ElemType acc = opmath(to_elem(out));
   return reduce_sum(c.b, cast(c.b, c.tensor(0), acc), dims, keepdim);
+}
+
+Value one(hlo::Builder& b, ElemType t) {
+  return hlo::is_float(t) || hlo::is_complex(t) ? b.constant_f(1, t) : b.constant_i(1, t);
 }
 
 Value mean_over(Ctx& c, c10::ScalarType out, const std::vector<int64_t>& dims, bool keepdim) {
@@ -72,6 +76,26 @@ void register_reductions() {
   add("amin", [](Ctx& c) -> std::vector<Value> {
     auto dims = reduce_dims(c, 1, c.tensor(0).rank());
     return {reduce_min(c.b, c.tensor(0), dims, c.bool_arg(2))};
+  });
+  // prod(self, dtype?) / prod.dim_int(self, dim, keepdim, dtype?): integer and
+  // bool inputs multiply in int64, like sum.
+  add("prod", [](Ctx& c) -> std::vector<Value> {
+    c10::ScalarType out = sum_type(c, 0, c.opt_dtype(1));
+    Value x = cast(c.b, c.tensor(0), opmath(to_elem(out)));
+    return {c.b.reduce(x, one(c.b, x.elem()), all_dims(x.rank()), hlo::ReduceOp::Mul)};
+  });
+  add("prod.dim_int", [](Ctx& c) -> std::vector<Value> {
+    c10::ScalarType out = sum_type(c, 0, c.opt_dtype(3));
+    Value x = cast(c.b, c.tensor(0), opmath(to_elem(out)));
+    if (x.rank() == 0) return {x};
+    int64_t dim = wrap_dim(c.int_arg(1), x.rank());
+    Value r = c.b.reduce(x, one(c.b, x.elem()), {dim}, hlo::ReduceOp::Mul);
+    if (c.bool_arg(2)) {
+      std::vector<int64_t> kd = x.dims();
+      kd[dim] = 1;
+      r = c.b.reshape(r, kd);
+    }
+    return {r};
   });
   // Full reductions (print() calls these to pick a number format).
   add("max", [](Ctx& c) -> std::vector<Value> {

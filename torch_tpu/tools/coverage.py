@@ -39,10 +39,18 @@ def has_native_kernel(name):
     return None
 
 
+def _note(r):
+    """The first failure, or else which ops fell back to the CPU."""
+    if r.first_failure:
+        return r.first_failure[:80]
+    return ("falls back: " + ",".join(sorted(r.fallback_ops)))[:80] if r.fallback_ops else ""
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--full", action="store_true", help="all dtypes and float32 gradients")
-    p.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
+    p.add_argument("--ops", default="",
+                   help="comma-separated OpInfo names, with or without variant (default: all)")
     p.add_argument("--max-samples", type=int, default=None)
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -56,7 +64,8 @@ def main(argv=None):
     dtypes = list(opinfo_check.DTYPES) if args.full else ["float32"]
     results = []
     for op in opinfo_check.op_db():
-        if wanted and op.name not in wanted:
+        full = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if wanted and op.name not in wanted and full not in wanted:
             continue
         for dt in dtypes:
             if not opinfo_check.supports(op, dt):
@@ -67,7 +76,7 @@ def main(argv=None):
             r = results[-1]
             print(f"{r.op:40s} {r.dtype:9s} {'native' if r.native else 'fallback':8s} "
                   f"pass {r.passed:3d} fail {r.failed:3d} xfail {r.xfailed:3d} "
-                  f"fallback {r.fallback:3d} {r.first_failure[:80]}", flush=True)
+                  f"fallback {r.fallback:3d} {_note(r)}", flush=True)
 
     native = [r for r in results if r.fallback == 0]
     n_pass = sum(r.passed for r in native)
