@@ -8,8 +8,10 @@ backward, so it becomes a forward, a backward and an optimizer graph).
 For each mode: median step time after warm-up, first-step time (tracing and
 compiling, with empty compile caches), programs compiled after warm-up (tpu modes),
 peak device memory (tpu modes: the backend's own accounting) and peak process RSS.
-Each (mode, step) runs in a fresh interpreter so compile caches, Dynamo state and
-RSS peaks do not leak between rows. Ratios are taken within this one run.
+Each (mode, step kind) runs in its own interpreter so compile caches, Dynamo state
+and RSS peaks do not leak between rows; the timed steps run in rounds (one step of
+every mode per round) so that load from elsewhere on the machine falls on all
+modes alike. Ratios are taken within this one run.
 
     python benchmarks/modes.py [--steps 10] [--warmup 3] [--layers 4 --width 256
                                 --context 128 --batch 8] [--modes compiled,defer_and_fuse]
@@ -32,16 +34,15 @@ def _rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(mode, args, train):
-    """One (mode, step) measurement in this process; returns a dict."""
+def setup(mode, args, train):
+    """Builds the model, optimizer and step function of one mode; returns step()."""
     import torch
 
     import torch_tpu
     sys.path.insert(0, ROOT)
     from examples.mingpt.model import GPT, GPTConfig
 
-    on_tpu = not mode.startswith("cpu_")
-    dev = "tpu" if on_tpu else "cpu"
+    dev = "cpu" if mode.startswith("cpu_") else "tpu"
     if mode in ("defer_and_fuse", "strict_eager"):
         torch_tpu.set_execution_mode(mode)
     torch.manual_seed(0)
@@ -52,8 +53,8 @@ def run(mode, args, train):
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)
     y = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)
-    sync = torch.tpu.synchronize if on_tpu else (lambda: None)
-    sync()
+    if dev == "tpu":
+        torch.tpu.synchronize()
 
     def step():
         if train:
@@ -70,51 +71,107 @@ def run(mode, args, train):
         step = torch.compile(step, backend="tpu")
     elif mode == "cpu_inductor":
         step = torch.compile(step, backend="inductor")
-
-    rss0 = _rss_mib()
-    first = time.perf_counter()
-    step().item()
-    first = time.perf_counter() - first
-    for _ in range(args.warmup - 1):
-        step().item()
-    if on_tpu:
-        torch.tpu.reset_peak_memory_stats()
-    compiled = torch_tpu.debug.metrics()["programs_compiled"]
-    times, loss = [], None
-    for _ in range(args.steps):
-        t = time.perf_counter()
-        loss = step().item()
-        times.append(time.perf_counter() - t)
-    return dict(median=statistics.median(times), first=first, loss=loss,
-                compiles=torch_tpu.debug.metrics()["programs_compiled"] - compiled if on_tpu
-                else None,
-                peak=torch.tpu.max_memory_allocated() / 2**20 if on_tpu else None,
-                rss=_rss_mib() - rss0)
+    return lambda: step().item()
 
 
 def child(args):
+    """Runs one (mode, step kind) as the parent directs over stdin/stdout: "warmup"
+    (first step, timed, then the other warm-up steps), "step" (one timed step),
+    "done" (the summary). Lines to the parent start with "RESULT "."""
+    import torch
+
+    import torch_tpu
+    on_tpu = not args.child.startswith("cpu_")
+
+    def reply(obj):
+        print("RESULT " + json.dumps(obj), flush=True)
+
     try:
-        r = run(args.child, args, args.train)
+        rss0 = _rss_mib()
+        step = setup(args.child, args, args.train)
+        for line in sys.stdin:
+            cmd = line.strip()
+            if cmd == "warmup":
+                t = time.perf_counter()
+                step()
+                first = time.perf_counter() - t
+                for _ in range(args.warmup - 1):
+                    step()
+                if on_tpu:
+                    torch.tpu.reset_peak_memory_stats()
+                compiled = torch_tpu.debug.metrics()["programs_compiled"]
+                reply(dict(first=first))
+            elif cmd == "step":
+                t = time.perf_counter()
+                loss = step()
+                reply(dict(time=time.perf_counter() - t, loss=loss))
+            elif cmd == "done":
+                reply(dict(compiles=torch_tpu.debug.metrics()["programs_compiled"] - compiled
+                           if on_tpu else None,
+                           peak=torch.tpu.max_memory_allocated() / 2**20 if on_tpu else None,
+                           rss=_rss_mib() - rss0))
+                return
     except Exception as e:  # a baseline that cannot run here is reported, not fatal
-        r = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
-    print("RESULT " + json.dumps(r), flush=True)
+        reply(dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"))
 
 
-def spawn(mode, args, train, cache):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--layers", str(args.layers), "--heads",
-           str(args.heads), "--width", str(args.width), "--context", str(args.context),
-           "--batch", str(args.batch)] + (["--train"] if train else [])
-    env = dict(os.environ)
-    # Empty compile caches: the first step shows what compiling costs.
-    env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
-    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return dict(error=f"exit {p.returncode}: {tail[:160]}")
+class Child:
+    """One mode in its own interpreter: compile caches (empty, so the first step shows
+    what compiling costs), Dynamo state and RSS peaks do not leak between modes."""
+
+    def __init__(self, mode, args, train, cache):
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", mode,
+               "--warmup", str(args.warmup), "--layers", str(args.layers), "--heads",
+               str(args.heads), "--width", str(args.width), "--context", str(args.context),
+               "--batch", str(args.batch)] + (["--train"] if train else [])
+        env = dict(os.environ)
+        env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+        self.mode, self.error = mode, None
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+
+    def ask(self, cmd):
+        if self.error:
+            return None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                r = json.loads(line[7:])
+                if "error" in r:
+                    self.error = r["error"]
+                    return None
+                return r
+        self.error = f"exited with {self.proc.wait()}"
+        return None
+
+
+def measure(modes, args, train, cache):
+    """Warm-up (and first-step time) one mode at a time; then the timed steps in
+    rounds, one step of each mode per round, so that load from other processes on
+    the machine falls on every mode alike."""
+    rows = {}
+    for m in modes:
+        c = Child(m, args, train, cache)
+        r = c.ask("warmup")
+        rows[m] = dict(child=c, first=r and r["first"], times=[])
+    for _ in range(args.steps):
+        for m in modes:
+            r = rows[m]["child"].ask("step")
+            if r:
+                rows[m]["times"].append(r["time"])
+                rows[m]["loss"] = r["loss"]
+    for m in modes:
+        c = rows[m].pop("child")
+        r = c.ask("done")
+        if r:
+            rows[m].update(r, median=statistics.median(rows[m]["times"]))
+        else:
+            rows[m]["error"] = c.error
+        c.proc.wait()
+    return rows
 
 
 def main():
@@ -147,7 +204,7 @@ def main():
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|")
     with tempfile.TemporaryDirectory(prefix="torch_tpu_bench_") as cache:
         for train in (True, False):
-            rows = {m: spawn(m, args, train, cache) for m in modes}
+            rows = measure(modes, args, train, cache)
             base = rows.get("cpu_eager", {}).get("median")
             for m, r in rows.items():
                 kind = "train" if train else "inference"

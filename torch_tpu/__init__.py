@@ -28,6 +28,10 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
+from . import _tied_parameters  # noqa: E402
+
+_tied_parameters._install()
+
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True)

@@ -97,3 +97,30 @@ def compile_program(mlir, name="program"):
 def lowered_ops():
     """Names of the ATen ops the tpu device runs natively."""
     return sorted(_C._lowered_op_names())
+
+
+def compiled_graphs():
+    """One dict per FX graph torch.compile(backend="tpu") handed over, oldest first:
+    id, kind (forward / backward / inference), nodes (FX op nodes), ops (the ATen
+    overloads it uses), calls, compiles (fused programs built for it: one per input
+    layout), compile_seconds (XLA compile or disk-cache load), cache_hits (calls that
+    found the program cached) and stablehlo_files (the .mlir dumped for it while a
+    dump directory was set; see set_dump_dir / TORCH_TPU_DUMP_DIR)."""
+    from .dynamo import graph_stats
+    return [r.as_dict() for r in graph_stats.records()]
+
+
+def compiled_graph_stablehlo(graph_id):
+    """The StableHLO text of a compiled graph's newest program, or None when it was
+    compiled while no dump directory was set."""
+    from .dynamo import graph_stats
+    for r in graph_stats.records():
+        if r.id == graph_id:
+            return r.stablehlo()
+    raise KeyError(f"no compiled graph with id {graph_id}")
+
+
+def reset_compiled_graphs():
+    """Forgets the compiled_graphs() records (the compiled programs stay cached)."""
+    from .dynamo import graph_stats
+    graph_stats.clear()

@@ -67,6 +67,25 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.head.weight = self.tok.weight  # tied embeddings
+        # PyTorch's defaults (N(0, 1) embeddings, now also the output head) start the
+        # loss near 40 instead of ln(vocab); GPT-2's small normal init starts it there.
+        self.apply(self._init_weights)
+
+    def _apply(self, fn, *args, **kwargs):
+        # Module.to() keeps a tied Parameter shared only when it can swap `.data` in
+        # place, which PyTorch allows between CPU/CUDA-style tensors but not for a
+        # PrivateUse1 device such as `tpu`: there it makes one new Parameter per
+        # module, silently untying the head from the embedding. Re-tie after any move.
+        super()._apply(fn, *args, **kwargs)
+        self.head.weight = self.tok.weight
+        return self
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets=None):
         t = idx.size(1)

@@ -2,22 +2,29 @@
 
 Dynamo captures FX graphs (graph breaks split them; shape changes recompile
 through its guards). AOTAutograd traces each into functional forward and
-backward graphs of core ATen ops (PyTorch's core decompositions), and every
-graph becomes one fused StableHLO program (see graph_runner). AOTAutograd's
-runtime wrapper writes input mutations back into the caller's tensors; for
-inference graphs they are kept inside the program (`copy_` into the input's
-storage), so BatchNorm running statistics or an optimizer step are part of the
-fused program rather than separate eager ops.
+backward graphs of core ATen ops, and every graph becomes one fused StableHLO
+program (see graph_runner). AOTAutograd's runtime wrapper writes input
+mutations back into the caller's tensors; they are kept inside the program
+(`copy_` into the input's storage), so BatchNorm running statistics or an
+optimizer step are part of the fused program rather than separate eager ops.
+
+Decompositions: PyTorch's core ATen table, less the ops the lowering registry
+implements whole (layer-norm / GELU / softmax / NLL backward, ...): a whole-op
+lowering is one recorded node instead of ten and is the very code the eager
+modes run, so compiled and eager agree and recording costs less.
+TORCH_TPU_COMPILE_DECOMPOSITIONS=core uses the full core table.
 
 Found by name through the `torch_dynamo_backends` entry point (pyproject.toml);
 torch_tpu.dynamo.register() registers it by hand where the package metadata
 is not installed.
 """
 import functools
+import os
 
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
+from .. import _C
 from . import device_interface
 from .graph_runner import CompiledGraph
 
@@ -39,13 +46,22 @@ def _compiler(kind):
     return compile_graph
 
 
+def decompositions():
+    """The decomposition table handed to AOTAutograd (see the module note)."""
+    table = core_aten_decompositions()
+    if os.environ.get("TORCH_TPU_COMPILE_DECOMPOSITIONS", "").strip().lower() == "core":
+        return table
+    lowered = set(_C._lowered_op_names())
+    return {op: fn for op, fn in table.items() if op.name() not in lowered}
+
+
 @functools.cache
 def _aot_backend():
     return aot_autograd(
         fw_compiler=_compiler("forward"),
         bw_compiler=_compiler("backward"),
         inference_compiler=_compiler("inference"),
-        decompositions=core_aten_decompositions(),
+        decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
 

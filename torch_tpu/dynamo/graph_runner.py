@@ -33,8 +33,9 @@ def _default_graph_limit():
 
 
 class CompiledGraph:
-    """Called (boxed) with the list of the graph's inputs, which it clears so
-    that saved activations die as soon as their last use is recorded."""
+    """Called with the list of the graph's inputs (AOTAutograd's boxed calling
+    convention); it empties the list before the program runs so that saved
+    activations are released as soon as the program no longer needs them."""
 
     def __init__(self, gm, kind):
         self._fn = gm.forward

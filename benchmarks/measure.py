@@ -1,0 +1,74 @@
+"""One benchmark row, measured in the current process: a workload (minGPT or ResNet,
+training or inference step) in one mode. run_all.py runs this in child processes.
+
+Modes: strict_eager, defer_and_fuse, compiled (torch.compile(backend="tpu")) on the
+`tpu` device; cpu_eager and cpu_inductor (torch.compile's default backend) on PyTorch's
+CPU backend.
+"""
+import gc
+import statistics
+import time
+
+TPU_MODES = ("strict_eager", "defer_and_fuse", "compiled")
+CPU_MODES = ("cpu_eager", "cpu_inductor")
+MODES = TPU_MODES + CPU_MODES
+
+
+def _reason(e):
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
+
+
+def measure(model, kind, mode, size, steps, warmup):
+    """A dict of the row's numbers, or {"error": reason} when the mode cannot run it."""
+    import torch
+
+    import torch_tpu
+    from workloads import build, make_step
+    on_tpu = mode in TPU_MODES
+    device = "tpu" if on_tpu else "cpu"
+    # Rows that share a process must not see each other's Dynamo graphs or tensors.
+    torch._dynamo.reset()
+    gc.collect()
+    torch_tpu.set_execution_mode("defer_and_fuse" if mode == "defer_and_fuse"
+                                 else "strict_eager")
+    if on_tpu:
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+    before = torch_tpu.debug.metrics()
+    wrap = lambda m: m  # noqa: E731
+    if mode in ("compiled", "cpu_inductor"):
+        backend = "tpu" if on_tpu else "inductor"
+        wrap = lambda m: torch.compile(m, backend=backend)  # noqa: E731
+    try:
+        net, x, y = build(model, size, device)
+        step = make_step(net, x, y, kind, wrap)
+        start = time.perf_counter()
+        step()
+        first = time.perf_counter() - start
+        for _ in range(warmup - 1):
+            step()
+        warm = torch_tpu.debug.metrics()
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            loss = step()
+            times.append(time.perf_counter() - start)
+    except Exception as e:  # a mode that cannot run a workload is a row, not a crash
+        return dict(error=_reason(e))
+    after = torch_tpu.debug.metrics()
+    row = dict(median_s=statistics.median(times), first_s=first, loss=loss,
+               steps=steps, warmup=warmup, device=device)
+    if on_tpu:
+        row.update(
+            compiles=after["programs_compiled"] - before["programs_compiled"],
+            compiles_after_warmup=after["programs_compiled"] - warm["programs_compiled"],
+            disk_cache_hits=after.get("disk_hits", 0) - before.get("disk_hits", 0),
+            compile_s=after["compile_seconds"] - before["compile_seconds"],
+            cpu_fallback_ops=after["cpu_fallback_ops"] - before["cpu_fallback_ops"],
+            peak_mib=torch.tpu.max_memory_allocated() / 2 ** 20)
+    elif mode == "cpu_inductor":
+        from torch._dynamo.utils import counters
+        row["compiles"] = counters["stats"]["unique_graphs"]
+    del net, x, y, step
+    return row

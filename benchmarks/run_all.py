@@ -1,0 +1,261 @@
+"""Every benchmark in one command: minGPT and a ResNet-18-style network (examples/),
+training step and inference step, in Strict Eager, Defer & Fuse and compiled mode
+(torch.compile(backend="tpu")) on the `tpu` device, beside PyTorch's CPU eager and
+torch.compile (inductor) on the CPU. Writes a markdown table to stdout and a JSON file.
+
+Per row: median step time over the timed steps after warm-up, its ratio to PyTorch
+CPU eager (CPU eager time / row time: above 1 is faster), first-step time (tracing
+and compiling), programs compiled, peak device memory (the backend's accounting;
+tpu rows), achieved FLOP/s (matmul/conv/attention FLOPs counted by PyTorch's
+FlopCounterMode) and their share of this machine's measured float32 matmul peak
+(on the same device as the row).
+
+    python benchmarks/run_all.py                  # full: each row in a fresh process,
+                                                  #   empty compile caches (cold first step)
+    python benchmarks/run_all.py --quick          # small models, all tpu rows in one process
+                                                  #   (the on-disk compile cache kept), CPU rows
+                                                  #   in another; inductor skipped
+    python benchmarks/run_all.py --json out.json --models mingpt --modes compiled,cpu_eager
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from examples.progress import progress  # noqa: E402
+from measure import MODES, TPU_MODES  # noqa: E402
+from workloads import KINDS, MODELS, describe  # noqa: E402
+
+PRESETS = {  # suite size -> timed steps, warm-up steps, matmul size for the peak
+    "full": dict(steps=10, warmup=3, matmul=2048, isolate="row"),
+    "quick": dict(steps=10, warmup=2, matmul=1024, isolate="suite"),
+    "smoke": dict(steps=2, warmup=2, matmul=128, isolate="suite"),
+}
+
+
+# ---- child side -------------------------------------------------------------------
+
+def child(spec):
+    """Runs the jobs in `spec` in this process, one RESULT line per job."""
+    from flops import count_step_flops, matmul_peak
+    from measure import measure
+    if spec.get("cpu_threads"):
+        import torch
+        torch.set_num_threads(spec["cpu_threads"])
+    for job in spec["jobs"]:
+        if job["what"] == "calibrate":
+            out = dict(peak_flops={d: matmul_peak(d, spec["matmul"]) for d in ("tpu", "cpu")},
+                       flops={f"{m}/{k}": count_step_flops(m, k, spec["size"])
+                              for m in spec["models"] for k in KINDS})
+        else:
+            out = measure(job["model"], job["kind"], job["mode"], spec["size"], spec["steps"],
+                          spec["warmup"])
+        print("RESULT " + json.dumps(dict(job=job, result=out)), flush=True)
+
+
+# ---- parent side ------------------------------------------------------------------
+
+def spawn(spec, cache_root, fresh_caches, timeout, on_result):
+    """Runs `spec` in a child interpreter; calls on_result(job, result) per job. Jobs the
+    child never reported (a crash, a timeout) get an error naming the reason."""
+    env = dict(os.environ)
+    if fresh_caches:  # empty compile caches: the first step shows what compiling costs
+        env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache_root)
+        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache_root)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+    done = set()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        deadline = time.monotonic() + timeout
+        try:
+            for line in proc.stdout:  # results stream in as rows finish
+                if line.startswith("RESULT "):
+                    r = json.loads(line[7:])
+                    done.add(json.dumps(r["job"], sort_keys=True))
+                    on_result(r["job"], r["result"])
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    break
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+            reason = f"exit {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            reason = f"timed out after {timeout} s"
+        if time.monotonic() > deadline:
+            reason = f"timed out after {timeout} s"
+        err.seek(0)
+        tail = [ln for ln in err.read().strip().splitlines() if ln.strip()]
+    for job in spec["jobs"]:
+        if json.dumps(job, sort_keys=True) not in done:
+            last = tail[-1][:200] if tail else "no output"
+            on_result(job, dict(error=f"{reason}: {last}"))
+
+
+def plan(args):
+    """(the calibration job, the row jobs, jobs skipped with a reason)."""
+    rows, skipped = [], {}
+    for model in args.models:
+        for kind in KINDS:
+            for mode in args.modes:
+                job = dict(what="row", model=model, kind=kind, mode=mode)
+                if mode == "cpu_inductor" and args.size != "full" and not args.inductor:
+                    skipped[json.dumps(job, sort_keys=True)] = (
+                        f"skipped by --{args.size}: inductor's C++ compile takes minutes "
+                        f"on a small CPU; run the full suite or add --inductor")
+                else:
+                    rows.append(job)
+    return dict(what="calibrate"), rows, skipped
+
+
+def fmt(v, spec, missing="-"):
+    return missing if v is None else format(v, spec)
+
+
+def table(results, cal, size):
+    """The markdown table of all rows."""
+    lines = ["| model | step | mode | median ms | x CPU eager | first ms | compiles | "
+             "peak MiB | GFLOP/s | % of peak |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (model, kind, mode), r in results.items():
+        head = f"| {model} | {kind} | {mode} |"
+        if "error" in r:
+            lines.append(f"{head} n/a ({r['error']}) | | | | | | |")
+            continue
+        lines.append(
+            f"{head} {1e3 * r['median_s']:.2f} | {fmt(r.get('x_cpu_eager'), '.2f')} | "
+            f"{1e3 * r['first_s']:.1f} | {fmt(r.get('compiles'), 'd')} | "
+            f"{fmt(r.get('peak_mib'), '.1f')} | {fmt(r.get('gflops'), '.2f')} | "
+            f"{fmt(r.get('pct_of_peak'), '.1f')} |")
+    return "\n".join(lines)
+
+
+def derive(results, cal):
+    """Adds the ratio to CPU eager and the FLOP/s figures to each measured row."""
+    for (model, kind, mode), r in results.items():
+        if "error" in r:
+            continue
+        base = results.get((model, kind, "cpu_eager"), {}).get("median_s")
+        r["x_cpu_eager"] = base / r["median_s"] if base else None
+        flops = cal.get("flops", {}).get(f"{model}/{kind}")
+        peak = cal.get("peak_flops", {}).get("tpu" if mode in TPU_MODES else "cpu")
+        if flops:
+            r["flops_per_step"] = flops
+            r["gflops"] = flops / r["median_s"] / 1e9
+            r["pct_of_peak"] = 100 * flops / r["median_s"] / peak if peak else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small models, under two minutes")
+    size.add_argument("--smoke", action="store_true", help="tiny models, 2 steps (tests)")
+    p.add_argument("--json", default="run_all.json", help="where to write the results")
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--steps", type=int, help="timed steps (default 10; 2 with --smoke)")
+    p.add_argument("--warmup", type=int, help="untimed steps first (default 3 full, 2 quick)")
+    p.add_argument("--isolate", choices=("row", "suite"),
+                   help="a fresh process (and empty compile caches) per row, or one process "
+                        "for the tpu rows and one for the CPU rows (default: row for the full suite, suite otherwise)")
+    p.add_argument("--inductor", action="store_true",
+                   help="also run cpu_inductor with --quick/--smoke")
+    p.add_argument("--cpu-threads", type=int,
+                   help="torch.set_num_threads for the CPU rows (default: PyTorch's own choice; "
+                        "on a busy machine with few cores, 1 can be many times faster)")
+    p.add_argument("--timeout", type=int, default=1200, help="seconds per child process")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(json.loads(args.child))
+
+    args.size = "quick" if args.quick else "smoke" if args.smoke else "full"
+    preset = PRESETS[args.size]
+    args.models = [m for m in args.models.split(",") if m]
+    args.modes = [m for m in args.modes.split(",") if m]
+    for m in args.modes:
+        if m not in MODES:
+            p.error(f"unknown mode {m!r}: choose from {', '.join(MODES)}")
+    isolate = args.isolate or preset["isolate"]
+    spec = dict(size=args.size, steps=args.steps or preset["steps"],
+                warmup=max(1, args.warmup or preset["warmup"]), matmul=preset["matmul"],
+                models=args.models, cpu_threads=args.cpu_threads)
+    cal_job, rows, skipped = plan(args)
+    print(f"torch_tpu benchmark suite ({args.size}): {', '.join(describe(m, args.size) for m in args.models)}; "
+          f"median of {spec['steps']} steps after {spec['warmup']} warm-up; "
+          f"{'a fresh process and empty compile caches per row' if isolate == 'row' else 'one process for tpu rows, one for CPU rows, on-disk compile caches kept'}; "
+          f"{os.cpu_count()} CPUs", flush=True)
+
+    results, cal = {}, {}
+    bar = progress(range(1 + len(rows)), desc="benchmarks")
+    it = iter(bar)
+    next(it)
+
+    def on_result(job, result):
+        if job["what"] == "calibrate":
+            cal.update(result)
+        else:
+            results[(job["model"], job["kind"], job["mode"])] = result
+            bar.set_postfix_str(f"{job['model']} {job['kind']} {job['mode']}")
+        next(it, None)
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="torch_tpu_bench_") as cache:
+        if isolate == "row":
+            for job in [cal_job] + rows:
+                spawn(dict(spec, jobs=[job]), cache, True, args.timeout, on_result)
+        else:
+            # Three processes, not one: the PJRT CPU client's worker threads, once
+            # started, take cores from PyTorch's own CPU kernels in the same process.
+            tpu_rows = [j for j in rows if j["mode"] in TPU_MODES]
+            cpu_rows = [j for j in rows if j["mode"] not in TPU_MODES]
+            for jobs in ([cal_job], tpu_rows, cpu_rows):
+                if jobs:
+                    spawn(dict(spec, jobs=jobs), cache, False, args.timeout, on_result)
+    for job_key, reason in skipped.items():
+        job = json.loads(job_key)
+        results[(job["model"], job["kind"], job["mode"])] = dict(error=reason)
+    order = {(m, k, mode): i for i, (m, k, mode) in enumerate(
+        (m, k, mode) for m in args.models for k in KINDS for mode in args.modes)}
+    results = dict(sorted(results.items(), key=lambda kv: order[kv[0]]))
+    derive(results, cal)
+    elapsed = time.perf_counter() - start
+
+    import torch
+    peaks = cal.get("peak_flops", {})
+    print(f"\nmatmul peak ({spec['matmul']}^3 float32): "
+          + ", ".join(f"{d} {v / 1e9:.1f} GFLOP/s" for d, v in peaks.items())
+          + f"; suite took {elapsed:.0f} s\n")
+    print(table(results, cal, args.size))
+    out = dict(suite=args.size, isolate=isolate, cpu_threads=args.cpu_threads or "default", seconds=elapsed, steps=spec["steps"],
+               warmup=spec["warmup"], cpus=os.cpu_count(), machine=platform.machine(),
+               python=platform.python_version(), torch=torch.__version__,
+               tpu_platform=_platform_name(),
+               workloads={m: describe(m, args.size) for m in args.models},
+               matmul_peak_flops=peaks, flops_per_step=cal.get("flops", {}),
+               calibration_error=cal.get("error"),
+               rows=[dict(model=m, step=k, mode=mode, **r) for (m, k, mode), r in results.items()])
+    with open(args.json, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"\nwrote {args.json}")
+
+
+def _platform_name():
+    try:
+        import torch
+        return torch.tpu.get_device_name()
+    except Exception as e:  # the table is still worth writing without the name
+        return f"unknown ({type(e).__name__})"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Train the minGPT character model on the shipped corpus, then sample from it.
+
+Plain PyTorch: the device is a flag (default `tpu`, the CPU PJRT plugin unless
+TORCH_TPU_PLATFORM says otherwise), the execution mode another.
+
+    python examples/mingpt/train.py                      # Defer & Fuse on tpu
+    python examples/mingpt/train.py --mode strict_eager --steps 100
+    python examples/mingpt/train.py --mode compile       # torch.compile(backend="tpu")
+    python examples/mingpt/train.py --device cpu         # PyTorch's CPU backend
+    python examples/mingpt/train.py --check              # a few steps on tpu and CPU agree
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+import torch  # noqa: E402
+
+from examples import harness  # noqa: E402
+from examples.mingpt.data import CharData  # noqa: E402
+from examples.mingpt.model import GPT, GPTConfig  # noqa: E402
+
+WARMUP = 2  # steps left out of tokens/s: the first compiles, the second adds optimizer state
+
+
+def build(args, vocab_size, device):
+    torch.manual_seed(args.seed)  # the same initial weights on every device
+    cfg = GPTConfig(vocab_size=vocab_size, block_size=args.context, n_layer=args.depth,
+                    n_head=args.heads, n_embd=args.width)
+    model = GPT(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr or 3e-3, weight_decay=0.01)
+    return model, opt
+
+
+def train(args, data, device, mode, steps, quiet=False):
+    """Trains `steps` steps; returns (model, the callable model, losses, seconds per step)."""
+    g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
+    return harness.train_loop(lambda dev: build(args, data.vocab_size, dev),
+                              lambda: data.batch(args.batch, args.context, g),
+                              device, mode, steps, f"train {device} {mode}", quiet)
+
+
+@torch.no_grad()
+def sample(fwd, data, device, context, chars, prompt, seed):
+    """Generates `chars` characters after `prompt`. The model always sees a full
+    window (left-padded with newlines), so every call has one shape and compiles
+    once; the next character is drawn on the host from the last position's logits."""
+    g = torch.Generator().manual_seed(seed)
+    pad = data.encode("\n")[0]
+    ids = data.encode(prompt)
+    for _ in range(chars):
+        window = ([pad] * context + ids)[-context:]
+        logits, _ = fwd(torch.tensor([window], device=device))
+        probs = torch.softmax(logits[0, -1].float().cpu(), dim=-1)
+        ids.append(int(torch.multinomial(probs, 1, generator=g)))
+    return data.decode(ids)
+
+
+def check(args, data):
+    """A few steps on the chosen device and mode and on PyTorch's CPU eager agree."""
+    _, _, dev_losses, _ = train(args, data, args.device, args.mode, args.check_steps, quiet=True)
+    _, _, cpu_losses, _ = train(args, data, "cpu", "strict_eager", args.check_steps, quiet=True)
+    harness.compare_losses(dev_losses, cpu_losses, rtol=1e-4, device=args.device)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_common_args(p, steps=200, batch=16, width=128, depth=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--context", type=int, default=64, help="context length in characters")
+    p.add_argument("--sample-chars", type=int, default=200)
+    p.add_argument("--prompt", default="THE ")
+    args = p.parse_args()
+
+    data = CharData()
+    if harness.device_type(args.device) == "tpu":
+        print(f"tpu device: {torch.tpu.get_device_name()}")
+    print(f"minGPT {args.depth} layers x {args.width} wide, {args.heads} heads, context "
+          f"{args.context}, batch {args.batch}; corpus {len(data.ids)} characters, "
+          f"vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}")
+    if args.check:
+        return check(args, data)
+
+    model, fwd, losses, times = train(args, data, args.device, args.mode, args.steps,
+                                      quiet=args.quiet)
+    timed = times[WARMUP:] or times
+    tokens = args.batch * args.context * len(timed)
+    print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {args.steps} steps")
+    print(f"first step {times[0]:.2f} s (includes compiling); {tokens / sum(timed):,.0f} "
+          f"tokens/s over the {len(timed)} steps after it")
+    model.eval()
+    start = time.perf_counter()
+    text = sample(fwd, data, args.device, args.context, args.sample_chars, args.prompt,
+                  args.seed)
+    print(f"sample ({args.sample_chars} characters, {time.perf_counter() - start:.1f} s):")
+    print("-" * 40 + "\n" + text + "\n" + "-" * 40)
+
+
+if __name__ == "__main__":
+    main()
