@@ -13,11 +13,22 @@ def metrics():
     cpu_fallback_sites (op name -> "file:line in function" of its first call),
     disk_* (the persistent compile cache, see torch_tpu.cache.stats()) and, once the
     execution modes report them, ops_by_mode and materializations (reason -> count)."""
-    return _C._metrics()
+    m = _C._metrics()
+    d = _C._deferred_stats()
+    m["ops_by_mode"] = {"strict_eager": m["ops_executed"] - d["ops_recorded"],
+                        "defer_and_fuse": d["ops_recorded"]}
+    m["materializations"] = dict(d["materializations"])
+    m["fused_graphs_run"] = d["graphs_run"]
+    m["fused_graph_nodes"] = d["graph_nodes_total"]
+    m["largest_fused_graph"] = d["largest_graph"]
+    m["fused_cache_hits"] = d["fused_cache_hits"]
+    m["fused_cache_misses"] = d["fused_cache_misses"]
+    return m
 
 
 def reset_metrics():
     _C._reset_metrics()
+    _C._reset_deferred_stats()
 
 
 def _size(n):
@@ -56,6 +67,11 @@ def report():
         f"  host -> device      {_size(m['bytes_to_device'])}",
         f"  device -> host      {_size(m['bytes_to_host'])}",
     ]
+    if m["fused_graphs_run"]:
+        lines.append(f"  fused graphs        {m['fused_graphs_run']} run, "
+                     f"{m['fused_graph_nodes']} ops in all, largest {m['largest_fused_graph']}; "
+                     f"fused-program cache {m['fused_cache_hits']} hits, "
+                     f"{m['fused_cache_misses']} misses")
     mats = m.get("materializations", {})
     if mats:
         lines.append(f"  materialisations    {sum(mats.values())}")

@@ -48,8 +48,8 @@ def test_report_prints_modes_and_materialisations_when_reported(monkeypatch):
 
     def with_mode_counters():
         m = dict(real())
-        m.setdefault("ops_by_mode", {"strict_eager": 7, "defer_and_fuse": 5})
-        m.setdefault("materializations", {"item": 2, "cpu_fallback": 1})
+        m["ops_by_mode"] = {"strict_eager": 7, "defer_and_fuse": 5}
+        m["materializations"] = {"item": 2, "cpu_fallback": 1}
         return m
     monkeypatch.setattr(torch_tpu.debug, "metrics", with_mode_counters)
     m = with_mode_counters()

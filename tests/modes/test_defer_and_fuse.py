@@ -218,3 +218,17 @@ def test_training_30_steps_matches_strict_eager_without_recompiles(model_fn, dat
     assert fused[-1] < fused[0]
     # Steady state: after warm-up no step compiles anything.
     assert compiles[-1] == compiles[3], compiles
+
+
+def test_report_shows_modes_and_materialisations():
+    torch_tpu.debug.reset_metrics()
+    torch.ones(4, device="tpu").add(1).sum().item()          # strict eager
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        x = torch.ones(4, device="tpu") * 2
+        x.sum().item()                                        # a host read
+    m = torch_tpu.debug.metrics()
+    assert m["ops_by_mode"]["defer_and_fuse"] >= 3
+    assert m["ops_by_mode"]["strict_eager"] >= 3
+    assert m["materializations"]["host read"] >= 1
+    text = torch_tpu.debug.report()
+    assert "defer_and_fuse" in text and "host read" in text and "fused graphs" in text
