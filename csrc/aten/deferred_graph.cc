@@ -307,6 +307,12 @@ void set_max_graph_nodes(size_t n) {
   g.max_nodes = n < 1 ? 1 : n;
 }
 
+size_t max_graph_nodes() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  return g.max_nodes;
+}
+
 void clear_fused_cache() { fused_cache().clear(); }
 
 void install_flush_hook() { engine::set_flush_hook(&flush_hook); }

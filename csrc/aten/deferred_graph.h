@@ -42,6 +42,7 @@ DeferredStats deferred_stats();
 void reset_deferred_stats();
 size_t pending_nodes();
 void set_max_graph_nodes(size_t n);
+size_t max_graph_nodes();
 void clear_fused_cache();
 void install_flush_hook();
 

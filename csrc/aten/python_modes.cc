@@ -25,6 +25,7 @@ void bind_modes(py::module& m) {
   });
   m.def("_pending_nodes", [] { return pending_nodes(); });
   m.def("_set_max_graph_nodes", [](size_t n) { set_max_graph_nodes(n); });
+  m.def("_max_graph_nodes", [] { return max_graph_nodes(); });
   m.def("_clear_fused_cache", [] { clear_fused_cache(); });
   m.def("_reset_deferred_stats", [] { reset_deferred_stats(); });
   m.def("_deferred_stats", [] {

@@ -25,13 +25,6 @@ _DEFER_AND_FUSE = 1
 _UNBOUNDED = 1 << 40
 
 
-def _default_graph_limit():
-    try:
-        return int(os.environ.get("TORCH_TPU_MAX_GRAPH_NODES", "") or 4000)
-    except ValueError:
-        return 4000
-
-
 class CompiledGraph:
     """Called with the list of the graph's inputs (AOTAutograd's boxed calling
     convention); it empties the list before the program runs so that saved
@@ -54,12 +47,13 @@ class CompiledGraph:
                 # Work recorded before the call runs on its own, so the compiled
                 # graph is exactly one program whose key is the graph alone.
                 _C._flush("before compiled graph")
+            limit = _C._max_graph_nodes()
             _C._set_max_graph_nodes(_UNBOUNDED)
             try:
                 outs = self._fn(*args)
                 args.clear()
             finally:
-                _C._set_max_graph_nodes(_default_graph_limit())
+                _C._set_max_graph_nodes(limit)
             self._flush()
         except BaseException:
             if _C._pending_nodes():
