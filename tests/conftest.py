@@ -90,3 +90,21 @@ def metrics_delta():
     def delta(key):
         return torch_tpu.debug.metrics()[key] - before[key]
     return delta
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo(request):
+    """tests/compile: each test starts with Dynamo's caches empty, in Strict Eager, with
+    no records of earlier compiled graphs, so tests neither share compiled frames nor
+    hit Dynamo's recompile limit because of one another. (Kept here: a second
+    conftest.py would shadow this module for `from conftest import ...`.)"""
+    parts = str(request.node.path).split(os.sep)
+    if "tests" not in parts or parts[parts.index("tests") + 1] != "compile":
+        yield
+        return
+    torch._dynamo.reset()
+    torch_tpu.set_execution_mode("strict_eager")
+    torch_tpu.debug.reset_compiled_graphs()
+    yield
+    torch._dynamo.reset()
+    torch_tpu.set_execution_mode("strict_eager")
