@@ -159,19 +159,7 @@ void run_graph(Graph& g, const std::string& reason) {
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
   bufs.reserve(g.params.size());
-  for (auto& p : g.params) {
-    if (p.buffer) {
-      bufs.push_back(p.buffer);
-    } else if (p.host.kind == Input::kRng) {
-      bufs.push_back(engine::upload(p.host.bytes, ElemType::U64, {2}, device));
-    } else if (!p.host.list.empty()) {
-      bufs.push_back(engine::upload(p.host.list.data(), p.type.elem, p.type.dims, device));
-    } else if (!p.host.ilist.empty() || !p.type.dims.empty()) {
-      bufs.push_back(engine::upload(p.host.ilist.data(), p.type.elem, p.type.dims, device));
-    } else {
-      bufs.push_back(scalar_buffer(p.host.bytes, p.type.elem, device));
-    }
-  }
+  for (auto& p : g.params) bufs.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());

@@ -125,6 +125,8 @@ void draw_rng(Call& c, const Entry& e);
 // kNew/kNone OutSpec, in order; aliasing returns push their argument.
 void push_results(Call& c, const Entry& e, const std::vector<at::Tensor>& fresh);
 std::string describe(Call& c);
+// The device buffer of a host value or RNG-state input (scalars cached by value).
+std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device);
 
 engine::ProgramCache<Entry>& entry_cache();
 

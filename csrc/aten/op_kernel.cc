@@ -29,31 +29,15 @@ using hlo::ElemType;
 
 namespace {
 
-// Buffers for the inputs (uploads host scalars and the RNG state).
-// Buffers for the inputs (uploads host scalars, fills in the RNG state).
+// Buffers for the call's inputs: storages' buffers (running pending work
+// first), then host values and RNG states uploaded.
 std::vector<std::shared_ptr<pjrt::Buffer>> input_buffers(Call& c) {
   std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
   bufs.reserve(c.inputs.size());
-  for (auto& in : c.inputs) {
-    switch (in.kind) {
-      case Input::kSlot: bufs.push_back(in.slot->buffer()); break;
-      case Input::kHost:
-        if (!in.list.empty())
-          bufs.push_back(engine::upload(in.list.data(), in.type.elem, in.type.dims, c.device));
-        else if (!in.ilist.empty() || !in.type.dims.empty())
-          bufs.push_back(engine::upload(in.ilist.data(), in.type.elem, in.type.dims, c.device));
-        else
-          bufs.push_back(scalar_buffer(in.bytes, in.type.elem, c.device));
-        break;
-      case Input::kRng:
-        bufs.push_back(engine::upload(in.bytes, ElemType::U64, {2}, c.device));
-        break;
-    }
-  }
+  for (auto& in : c.inputs)
+    bufs.push_back(in.kind == Input::kSlot ? in.slot->buffer() : host_input_buffer(in, c.device));
   return bufs;
 }
-
-// Boolean-mask and CPU index tensors (Tensor?[] of index, index_put_ ...)
 
 void run_strict(Call& c) {
   prepare(c);
@@ -88,6 +72,14 @@ void run_strict(Call& c) {
 }
 
 }  // namespace
+
+std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device) {
+  if (in.kind == Input::kRng) return engine::upload(in.bytes, ElemType::U64, {2}, device);
+  if (!in.list.empty()) return engine::upload(in.list.data(), in.type.elem, in.type.dims, device);
+  if (!in.ilist.empty() || !in.type.dims.empty())
+    return engine::upload(in.ilist.data(), in.type.elem, in.type.dims, device);
+  return scalar_buffer(in.bytes, in.type.elem, device);
+}
 
 std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, ElemType elem, int device) {
   // Small cache: a learning rate or an alpha repeats every step.
