@@ -119,23 +119,18 @@ Value reduce_impl(hlo::Builder& b, Value v, const std::vector<int64_t>& dims_in,
   return b.reshape(r, kd);
 }
 
-Value lowest(hlo::Builder& b, ElemType t) {
-  if (hlo::is_float(t)) return b.constant_f(-std::numeric_limits<double>::infinity(), t);
-  if (t == ElemType::PRED) return b.constant_i(0, t);
-  if (hlo::is_unsigned_int(t)) return b.constant_i(0, t);
-  int bits = hlo::bit_width(t);
-  return b.constant_i(bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)), t);
-}
+}  // namespace
 
-Value highest(hlo::Builder& b, ElemType t) {
-  if (hlo::is_float(t)) return b.constant_f(std::numeric_limits<double>::infinity(), t);
-  if (t == ElemType::PRED) return b.constant_i(1, t);
+Value extreme_value(hlo::Builder& b, ElemType t, bool high) {
+  if (hlo::is_float(t))
+    return b.constant_f((high ? 1 : -1) * std::numeric_limits<double>::infinity(), t);
+  if (t == ElemType::PRED) return b.constant_i(high ? 1 : 0, t);
   int bits = hlo::bit_width(t);
   if (hlo::is_unsigned_int(t))
-    return b.constant_i(bits == 64 ? -1 : (int64_t(1) << bits) - 1, t);
-  return b.constant_i(bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1, t);
+    return b.constant_i(high ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0, t);
+  int64_t mx = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1;
+  return b.constant_i(high ? mx : -mx - 1, t);
 }
-}  // namespace
 
 Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
   return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Add,
@@ -143,10 +138,10 @@ Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, boo
                                                                           : b.constant_i(0, v.elem()));
 }
 Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Max, lowest(b, v.elem()));
+  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Max, extreme_value(b, v.elem(), false));
 }
 Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Min, highest(b, v.elem()));
+  return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Min, extreme_value(b, v.elem(), true));
 }
 
 void register_all() {

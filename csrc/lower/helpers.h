@@ -33,6 +33,10 @@ Value scalar_like(hlo::Builder& b, double f, Value v);  // splat of v's type
 int64_t wrap_dim(int64_t d, int64_t rank);
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& d, int64_t rank);
 
+// The identity of max (high=false: -inf or the type's minimum) or of min
+// (high=true: +inf or the type's maximum) for element type t, rank 0.
+Value extreme_value(hlo::Builder& b, ElemType t, bool high);
+
 // Sum over `dims` (keepdim adds size-1 dims back), in the accumulation type.
 Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
 Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);

@@ -69,16 +69,6 @@ Value fit_src(hlo::Builder& b, Value src, Value index) {
                  std::vector<int64_t>(src.rank(), 1));
 }
 
-Value extreme(hlo::Builder& b, ElemType t, bool high) {
-  if (hlo::is_float(t))
-    return b.constant_f((high ? 1 : -1) * std::numeric_limits<double>::infinity(), t);
-  if (t == ElemType::PRED) return b.constant_i(high ? 1 : 0, t);
-  int bits = hlo::bit_width(t);
-  if (hlo::is_unsigned_int(t)) return b.constant_i(high ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0, t);
-  int64_t mx = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1;
-  return b.constant_i(high ? mx : -mx - 1, t);
-}
-
 // scatter_reduce.two(self, dim, index, src, reduce, include_self)
 std::vector<Value> scatter_reduce(Ctx& c) {
   hlo::Builder& b = c.b;
@@ -95,10 +85,10 @@ std::vector<Value> scatter_reduce(Ctx& c) {
     ident = scalar_like(b, 1, src);
   } else if (red == "amax") {
     op = hlo::ReduceOp::Max;
-    ident = b.broadcast_to(extreme(b, src.elem(), false), src.dims());
+    ident = b.broadcast_to(extreme_value(b, src.elem(), false), src.dims());
   } else if (red == "amin") {
     op = hlo::ReduceOp::Min;
-    ident = b.broadcast_to(extreme(b, src.elem(), true), src.dims());
+    ident = b.broadcast_to(extreme_value(b, src.elem(), true), src.dims());
   } else {
     TORCH_CHECK(red == "sum" || red == "mean", "scatter_reduce: unknown reduce '", red, "'");
   }

@@ -122,13 +122,6 @@ Value fold(hlo::Builder& b, Value g, const Window& w, const std::vector<int64_t>
   return b.slice(full, start, limit, step);
 }
 
-Value lowest(hlo::Builder& b, ElemType t) {
-  if (hlo::is_float(t)) return b.constant_f(-std::numeric_limits<double>::infinity(), t);
-  if (hlo::is_unsigned_int(t) || t == ElemType::PRED) return b.constant_i(0, t);
-  int bits = hlo::bit_width(t);
-  return b.constant_i(bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)), t);
-}
-
 // Flat row-major index of every spatial input position, padded with -1.
 Value plane_index(hlo::Builder& b, const Window& w) {
   hlo::TensorType t{ElemType::S64, w.in};
@@ -145,9 +138,9 @@ LowerFn max_pool(int64_t n) {
     Value x = c.tensor(0);
     Window w = window(x, n, c.ints(1), c.ints(2), c.ints(3), c.ints(4), c.bool_arg(5));
     auto od = out_dims(x, w);
-    Value xp = pad_sp(b, x, lowest(b, x.elem()), w);
+    Value xp = pad_sp(b, x, extreme_value(b, x.elem(), false), w);
     Value ip = plane_index(b, w);
-    Value best = b.broadcast_to(lowest(b, x.elem()), od);
+    Value best = b.broadcast_to(extreme_value(b, x.elem(), false), od);
     Value bi = b.splat_i(-1, {ElemType::S64, od});
     Value have = b.splat_i(0, {ElemType::PRED, od});
     for (const auto& o : offsets(w)) {

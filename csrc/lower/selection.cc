@@ -15,16 +15,6 @@ namespace {
 using hlo::Cmp;
 using namespace nn;
 
-Value lowest(hlo::Builder& b, ElemType t, bool high) {
-  if (hlo::is_float(t))
-    return b.constant_f((high ? 1 : -1) * std::numeric_limits<double>::infinity(), t);
-  if (t == ElemType::PRED) return b.constant_i(high ? 1 : 0, t);
-  int bits = hlo::bit_width(t);
-  if (hlo::is_unsigned_int(t)) return b.constant_i(high ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0, t);
-  int64_t mx = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1;
-  return b.constant_i(high ? mx : -mx - 1, t);
-}
-
 // x != x: true only for NaN (always false for integers).
 Value isnan(hlo::Builder& b, Value v) { return b.compare(v, v, Cmp::NE); }
 
@@ -33,7 +23,7 @@ std::pair<Value, Value> arg_reduce(hlo::Builder& b, Value x, int64_t dim, bool k
   bool fl = hlo::is_float(x.elem());
   if (x.elem() == ElemType::PRED) x = b.convert(x, ElemType::U8);
   Value iota = b.iota({ElemType::S64, x.dims()}, dim);
-  Value init_v = lowest(b, x.elem(), !is_max);
+  Value init_v = extreme_value(b, x.elem(), !is_max);
   Value init_i = b.constant_i(std::numeric_limits<int64_t>::max(), ElemType::S64);
   auto r = b.reduce({x, iota}, {init_v, init_i}, {dim},
                     [is_max, fl](hlo::Builder& b, const std::vector<Value>& a) -> std::vector<Value> {
