@@ -71,7 +71,15 @@ def setup(mode, args, train):
         step = torch.compile(step, backend="tpu")
     elif mode == "cpu_inductor":
         step = torch.compile(step, backend="inductor")
-    return lambda: step().item()
+    def timed_step():
+        # The step is over when its device work is: the loss can be ready while the
+        # optimizer update still runs, and that work must not leak into the next
+        # timed step (of this mode or, in rounds, of another).
+        value = step().item()
+        if dev == "tpu":
+            torch.tpu.synchronize()
+        return value
+    return timed_step
 
 
 def child(args):

@@ -56,9 +56,12 @@ def build(model, size, device):
 
 def make_step(net, x, y, kind, wrap=lambda m: m):
     """A step function returning the loss as a Python float. `wrap` is applied to the
-    module (torch.compile in the compiled modes); the optimizer runs eagerly."""
+    module (torch.compile in the compiled modes); the optimizer runs eagerly.
+    A step ends when all of its device work has: reading the loss alone would let the
+    optimizer update still run into the next timed step (or another process's)."""
     import torch
     fwd = wrap(net)
+    sync = torch.tpu.synchronize if x.device.type == "tpu" else (lambda: None)
     if kind == "train":
         net.train()
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
@@ -68,12 +71,16 @@ def make_step(net, x, y, kind, wrap=lambda m: m):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            return loss.item()
+            value = loss.item()
+            sync()
+            return value
     else:
         net.eval()
 
         def step():
             with torch.no_grad():
                 _, loss = fwd(x, y)
-            return loss.item()
+            value = loss.item()
+            sync()
+            return value
     return step
