@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "aten/op_kernel.h"
+#include "aten/python_stack.h"
 #include "aten/tpu_tensor.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -51,6 +52,7 @@ struct Node {
   std::shared_ptr<Entry> entry;
   std::vector<NodeInput> ins;  // one per call input
   std::vector<int> outs;       // graph slot defined by each non-kNone OutSpec
+  PyStack stack;               // where the user's code recorded it
 };
 
 struct GraphSlot {
@@ -110,15 +112,28 @@ void clear(Graph& g) {
   g.device = -1;
 }
 
-// Emits the whole graph; returns the program's MLIR text.
-std::string build(Graph& g, const std::vector<int>& outputs) {
+// "node 17 of 214 (aten::mm), recorded at:\n  File ..." for error messages.
+std::string describe_node(const Graph& g, size_t i) {
+  const Node& n = g.nodes[i];
+  std::string s = "node " + std::to_string(i + 1) + " of " + std::to_string(g.nodes.size()) +
+                  " (" + n.rec.info->name + "), ";
+  if (n.stack.empty())
+    return s + "recorded without a Python frame (by autograd's backward, or with "
+               "TORCH_TPU_DEFER_STACKS=0)";
+  return s + "recorded at (most recent call last):\n" + n.stack.format();
+}
+
+// Emits the first `upto` nodes; returns the program's MLIR text. `outputs` are
+// graph slots, each written by one of those nodes.
+std::string build(Graph& g, const std::vector<int>& outputs, size_t upto) {
   hlo::Builder b;
   std::vector<hlo::Value> pvals;
   for (const auto& p : g.params) pvals.push_back(b.parameter(p.type));
   std::vector<hlo::Value> cur(g.slots.size());
   for (size_t id = 0; id < g.slots.size(); ++id)
     if (g.slots[id].param >= 0) cur[id] = pvals[g.slots[id].param];
-  for (auto& n : g.nodes) {
+  for (size_t k = 0; k < upto; ++k) {
+    Node& n = g.nodes[k];
     std::vector<hlo::Value> in;
     in.reserve(n.ins.size());
     for (const auto& i : n.ins) in.push_back(i.internal ? cur[i.id] : pvals[i.id]);
@@ -126,8 +141,7 @@ std::string build(Graph& g, const std::vector<int>& outputs) {
     try {
       vals = emit(n.rec, b, in, *n.entry, false);
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, "Defer & Fuse: lowering ", n.rec.info->name,
-                  " (recorded in the pending graph) failed: ", e.what());
+      TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
     for (size_t j = 0; j < vals.size(); ++j) cur[n.outs[j]] = vals[j];
   }
@@ -135,6 +149,33 @@ std::string build(Graph& g, const std::vector<int>& outputs) {
   for (int id : outputs) rets.push_back(cur[id]);
   b.ret(rets);
   return b.module_text();
+}
+
+// A fused program failed to compile: finds the first node whose prefix of the
+// graph fails (a binary search over prefixes, each compiled with every value it
+// writes as an output so that nothing is dead), to name it and where it was
+// recorded. Only runs on the error path.
+std::string locate_compile_failure(Graph& g) {
+  auto fails = [&](size_t upto) {
+    std::vector<int> outs;
+    std::vector<bool> seen(g.slots.size(), false);
+    for (size_t k = 0; k < upto; ++k)
+      for (int id : g.nodes[k].outs)
+        if (!seen[id]) seen[id] = true, outs.push_back(id);
+    try {
+      engine::compile_program(build(g, outs, upto), "a prefix of a failed fused graph");
+      return false;
+    } catch (const std::exception&) {
+      return true;
+    }
+  };
+  size_t lo = 0, hi = g.nodes.size();  // prefix lo compiles; prefix hi fails
+  if (!fails(hi)) return "";
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    (fails(mid) ? hi : lo) = mid;
+  }
+  return describe_node(g, hi - 1);
 }
 
 void run_graph(Graph& g, const std::string& reason) {
@@ -154,7 +195,15 @@ void run_graph(Graph& g, const std::string& reason) {
   } else {
     g.stats.fused_cache_misses++;
     prog = std::make_shared<FusedProgram>();
-    prog->exe = engine::compile_program(build(g, outputs), what);
+    std::string mlir = build(g, outputs, g.nodes.size());
+    try {
+      prog->exe = engine::compile_program(mlir, what);
+    } catch (const std::exception& e) {
+      std::string where = locate_compile_failure(g);
+      if (where.empty()) throw;
+      TORCH_CHECK(false, "Defer & Fuse: ", what, " failed to compile; the first failing op is ",
+                  where, "\n", e.what());
+    }
     fused_cache().insert(key, prog);
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
@@ -199,13 +248,16 @@ FlushReason::FlushReason(const char* reason) : prev_(t_reason) { t_reason = reas
 FlushReason::~FlushReason() { t_reason = prev_; }
 
 void record_deferred(Call& c, std::shared_ptr<Entry> e) {
+  // Before the graph's lock: capturing takes the GIL, and a thread holding the
+  // GIL may be waiting for that lock.
+  PyStack stack = PyStack::capture();
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mu);
   if (g.device >= 0 && g.device != c.device) flush_locked(g, "device change");
   g.device = c.device;
   draw_rng(c, *e);
 
-  Node n{c.take_record(), e, {}, {}};
+  Node n{c.take_record(), e, {}, {}, std::move(stack)};
   put(g.key, c.key.size());
   g.key.append(c.key);
   for (auto& in : c.inputs) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "engine/disk_cache.h"
@@ -194,6 +195,12 @@ std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const
                                                   const pjrt::CompileOptions& options) {
   const std::string scope = "tpu::compile " + what;
   RECORD_USER_SCOPE(scope);
+  // Fault injection, to test how compile failures are reported:
+  // TORCH_TPU_DEBUG_FAIL_COMPILE=<text> fails every program whose MLIR has <text>.
+  static const char* fail_if = std::getenv("TORCH_TPU_DEBUG_FAIL_COMPILE");
+  if (fail_if != nullptr && *fail_if != '\0' && mlir.find(fail_if) != std::string::npos)
+    throw pjrt::Error(PJRT_Error_Code_INTERNAL, "compiling " + what +
+                                                    " failed: injected by TORCH_TPU_DEBUG_FAIL_COMPILE");
   auto t0 = std::chrono::steady_clock::now();
   std::string key, dump = dump_dir();
   bool use_disk = DiskCache::get().enabled();

@@ -232,3 +232,30 @@ def test_report_shows_modes_and_materialisations():
     assert m["materializations"]["host read"] >= 1
     text = torch_tpu.debug.report()
     assert "defer_and_fuse" in text and "host read" in text and "fused graphs" in text
+
+
+def test_fused_compile_failure_names_the_op_and_its_python_stack():
+    # A compile failure is injected for every program holding a sine; the fused
+    # graph's error must name the recorded aten::sin and the user's lines.
+    r = run_python("""
+        import torch, torch_tpu
+        torch_tpu.set_execution_mode("defer_and_fuse")
+        x = torch.randn(4, device="tpu")
+
+        def helper(t):
+            return torch.sin(t) * 2
+
+        w = helper(x + 1).exp()
+        try:
+            w.cpu()
+        except RuntimeError as e:
+            print("ERROR:", e)
+        torch_tpu.set_execution_mode("strict_eager")
+        print("AFTER:", (x + 1).cpu().shape)
+    """, env={"TORCH_TPU_DEBUG_FAIL_COMPILE": "stablehlo.sine"})
+    assert r.returncode == 0, r.stderr
+    err = r.stdout.split("ERROR:", 1)[1]
+    assert "failed to compile" in err and "(aten::sin)" in err, err
+    assert 'File "<string>", line 7, in helper' in err, err   # the op's own line...
+    assert 'File "<string>", line 9, in <module>' in err, err  # ...and its caller
+    assert "AFTER: torch.Size([4])" in r.stdout                # the device still works

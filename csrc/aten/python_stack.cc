@@ -1,0 +1,102 @@
+#include "aten/python_stack.h"
+
+#include <Python.h>
+#include <frameobject.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace tpu::aten {
+
+struct CodeSite {
+  std::string file, name;
+  bool user = false;
+};
+
+namespace {
+
+constexpr size_t kMaxFrames = 4;
+
+std::string utf8_attr(PyObject* obj, const char* name) {
+  PyObject* v = PyObject_GetAttrString(obj, name);
+  std::string out;
+  if (v != nullptr && PyUnicode_Check(v)) {
+    const char* s = PyUnicode_AsUTF8(v);
+    if (s != nullptr) out = s;
+  }
+  Py_XDECREF(v);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return out;
+}
+
+std::string package_dir(const char* name) {
+  PyObject* mod = PyDict_GetItemString(PyImport_GetModuleDict(), name);  // borrowed
+  if (mod == nullptr) return "";
+  std::string file = utf8_attr(mod, "__file__");
+  auto slash = file.rfind('/');
+  return slash == std::string::npos ? "" : file.substr(0, slash + 1);
+}
+
+bool under(const std::string& file, const std::string& dir) {
+  return !dir.empty() && file.compare(0, dir.size(), dir) == 0;
+}
+
+// Code objects live as long as their functions, which for the frames that
+// record ops is the program's life; the interned site keeps a reference so
+// that an address is never reused for another code object while we map it.
+const CodeSite* site_of(PyCodeObject* code) {
+  static std::unordered_map<PyCodeObject*, CodeSite> sites;  // guarded by the GIL
+  auto it = sites.find(code);
+  if (it != sites.end()) return &it->second;
+  static const std::string torch_dir = package_dir("torch");
+  static const std::string ours_dir = package_dir("torch_tpu");
+  CodeSite s;
+  s.file = utf8_attr(reinterpret_cast<PyObject*>(code), "co_filename");
+  s.name = utf8_attr(reinterpret_cast<PyObject*>(code), "co_name");
+  s.user = !under(s.file, torch_dir) && !under(s.file, ours_dir);
+  Py_INCREF(code);
+  return &sites.emplace(code, std::move(s)).first->second;
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_DEFER_STACKS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+PyStack PyStack::capture() {
+  PyStack out;
+  if (!enabled() || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr)
+    return out;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(f);
+  while (f != nullptr && out.frames_.size() < kMaxFrames) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    const CodeSite* site = site_of(code);
+    Py_DECREF(code);
+    if (site->user) out.frames_.emplace_back(site, PyFrame_GetLineNumber(f));
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  PyGILState_Release(gil);
+  return out;
+}
+
+std::string PyStack::format() const {
+  std::string s;
+  for (auto it = frames_.rbegin(); it != frames_.rend(); ++it)
+    s += "  File \"" + it->first->file + "\", line " + std::to_string(it->second) + ", in " +
+         it->first->name + "\n";
+  return s;
+}
+
+}  // namespace tpu::aten

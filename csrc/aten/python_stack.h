@@ -1,0 +1,31 @@
+// A cheap snapshot of the user's Python call stack, taken for every op that
+// Defer & Fuse records. The node runs (and may fail) much later, at a flush far
+// from the line that recorded it; the snapshot lets the error say where the op
+// came from. Capturing holds no Python object and formatting needs no GIL, so
+// a snapshot can be kept in the graph and dropped on any thread.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tpu::aten {
+
+struct CodeSite;  // one code object's file and function name (interned)
+
+class PyStack {
+ public:
+  // The innermost user frames (outside torch and torch_tpu), innermost first.
+  // Empty on a thread without Python frames (autograd's backward workers) or
+  // when capturing is switched off (TORCH_TPU_DEFER_STACKS=0).
+  static PyStack capture();
+  bool empty() const { return frames_.empty(); }
+  // "  File \"train.py\", line 42, in step" lines, outermost first (as Python
+  // prints tracebacks).
+  std::string format() const;
+
+ private:
+  std::vector<std::pair<const CodeSite*, int>> frames_;  // (code, line)
+};
+
+}  // namespace tpu::aten
