@@ -31,6 +31,8 @@ else:
 from . import _tied_parameters  # noqa: E402
 
 _tied_parameters._install()
+from . import _multiprocessing  # noqa: E402
+_multiprocessing._install()
 
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -1,7 +1,9 @@
 """Defer & Fuse: recording, materialisation, aliasing across graphs, memory,
 steady-state training without recompiles, and the mode-selection API."""
 import os
+import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -259,3 +261,38 @@ def test_fused_compile_failure_names_the_op_and_its_python_stack():
     assert 'File "<string>", line 7, in helper' in err, err   # the op's own line...
     assert 'File "<string>", line 9, in <module>' in err, err  # ...and its caller
     assert "AFTER: torch.Size([4])" in r.stdout                # the device still works
+
+
+def test_pending_tensor_sent_to_another_process_is_materialised(tmp_path):
+    # Sending a tpu tensor whose value is still pending runs the graph first; the
+    # receiver gets the value on its own tpu device (PJRT shares no memory
+    # between processes, so the tensor crosses by value, with a warning).
+    # A script file, not `python -c`: spawned children import the worker from it.
+    script = tmp_path / "send_tensor.py"
+    script.write_text(textwrap.dedent("""
+        import warnings
+        import torch, torch_tpu
+        import torch.multiprocessing as mp
+
+        def worker(q_in, q_out):
+            t, p = q_in.get()
+            q_out.put((str(t.device), t.sum().item(), type(p).__name__, p.requires_grad, t * 2))
+
+        if __name__ == "__main__":
+            torch_tpu.set_execution_mode("defer_and_fuse")
+            ctx = mp.get_context("spawn")
+            q_in, q_out = ctx.Queue(), ctx.Queue()
+            proc = ctx.Process(target=worker, args=(q_in, q_out))
+            proc.start()
+            x = torch.arange(4.0, device="tpu") * 3          # pending
+            param = torch.nn.Parameter(torch.ones(2, device="tpu"))
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                q_in.put((x, param))
+                dev, total, kind, grad, back = q_out.get(timeout=90)
+            proc.join(60)
+            print("RESULT", dev, total, kind, grad, back.device, back.cpu().tolist(), proc.exitcode)
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "RESULT tpu:0 18.0 Parameter True tpu:0 [0.0, 6.0, 12.0, 18.0] 0" in r.stdout, r.stdout
