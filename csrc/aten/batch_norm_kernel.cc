@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "aten/kernels.h"
+#include "aten/op_kernel.h"
 
 namespace tpu::aten {
 
@@ -30,10 +31,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   return at::_native_batch_norm_legit(input, weight, bias, true, momentum, eps);
 }
 
+// In eval mode PyTorch's CPU (and CUDA) kernels return empty save_mean /
+// save_invstd, while the meta kernels (which size the generic kernel's results)
+// say [C]. The generic kernel computes the op; the saved statistics are then
+// replaced by what the reference backends return. The backward in eval mode
+// reads the running statistics, never these.
+void legit_batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  bool training = false;
+  if (schema.name() == "aten::_native_batch_norm_legit") {
+    const size_t at = schema.overload_name() == "no_stats" ? 3 : 5;
+    training = (*stack)[stack->size() - nargs + at].toBool();
+  }
+  op_kernel(op, stack);
+  if (training) return;
+  const auto options = (*stack)[stack->size() - 3].toTensor().options();
+  (*stack)[stack->size() - 2] = at::empty({0}, options);
+  (*stack)[stack->size() - 1] = at::empty({0}, options);
+}
+
 }  // namespace
 
 void register_batch_norm_kernel(torch::Library& m) {
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  for (const char* name : {"_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
+                           "_native_batch_norm_legit_no_training"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&legit_batch_norm>());
 }
 
 }  // namespace tpu::aten

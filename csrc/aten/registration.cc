@@ -37,7 +37,9 @@ const std::set<std::string>& hand_written() {
       "aten::_reshape_alias", "aten::unfold", "aten::alias", "aten::resize_",
       "aten::set_.source_Storage_storage_offset", "aten::set_.source_Storage",
       "aten::set_.source_Tensor", "aten::set_", "aten::_local_scalar_dense", "aten::copy_",
-      "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm", "aten::nonzero", "aten::masked_select"};
+      "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
+      "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select"};
   return s;
 }
 

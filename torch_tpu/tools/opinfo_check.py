@@ -53,9 +53,37 @@ class Result:
 
 def _to_tpu(t):
     if isinstance(t, torch.Tensor):
-        r = t.detach().to("tpu")
+        if t._base is not None and t.layout == torch.strided:
+            # A view keeps its place in its base's storage (as_strided and other
+            # storage-relative ops see the whole base): move the base, re-take the view.
+            base = t._base.detach().to("tpu")
+            r = base.as_strided(t.size(), t.stride(), t.storage_offset())
+        else:
+            r = t.detach().to("tpu")
         return r.requires_grad_(t.requires_grad) if t.is_floating_point() else r
     return t
+
+
+def _has_tensor(sample):
+    items = [sample.input, *sample.args, *sample.kwargs.values()]
+    flat = []
+    for x in items:
+        flat.extend(x if isinstance(x, (list, tuple)) else [x])
+    return any(isinstance(x, torch.Tensor) for x in flat)
+
+
+def _random_sample(op, sample):
+    """Samples whose result is random: the op itself draws numbers, or attention
+    runs with dropout (the tpu generator's numbers differ from the CPU's)."""
+    if op.name in RANDOM_OPS:
+        return True
+    if sample.kwargs.get("dropout_p", 0):
+        return True
+    if op.name == "nn.functional.multi_head_attention_forward":
+        # (query, key, value, embed_dim, heads, in_w, in_b, bias_k, bias_v,
+        #  add_zero_attn, dropout_p, ...): input is the query, so dropout_p is args[9].
+        return bool(sample.kwargs.get("training", True)) and bool(sample.args[9])
+    return False
 
 
 def _flatten(out):
@@ -101,7 +129,6 @@ def check(op, dtype_name, grad=False, max_samples=None):
     dtype = DTYPES[dtype_name]
     full = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
     res = Result(full + (".grad" if grad else ""), dtype_name)
-    random = op.name in RANDOM_OPS
     reason = xfails.reason(op.name, dtype_name, grad)
     samples = op.sample_inputs("cpu", dtype, requires_grad=grad)
     for i, sample in enumerate(samples):
@@ -116,8 +143,9 @@ def check(op, dtype_name, grad=False, max_samples=None):
                     expected = op(sample.input, *sample.args, **sample.kwargs)
         except Exception:
             continue  # the CPU rejects this sample too: nothing to compare
+        random = _random_sample(op, sample)
         tpu_sample = sample.transform(_to_tpu)
-        if "device" in tpu_sample.kwargs:  # factories: build on tpu
+        if "device" in tpu_sample.kwargs or not _has_tensor(sample):  # factories: build on tpu
             tpu_sample.kwargs["device"] = "tpu"
         before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
         try:
