@@ -145,6 +145,29 @@ LowerFn shift(bool left) {
   };
 }
 
+// pi^(n+1) * P_n(cot(pi x)), where d^n/dy^n cot(y) = P_n(cot y): the term of
+// the reflection formula psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot pi x)
+// (the n-th derivative of psi(1 - x) - psi(x) = pi cot(pi x)). The polynomials
+// follow from P_0(c) = c and P_{k+1}(c) = -(1 + c^2) P_k'(c); computed in f64.
+Value reflection_term(hlo::Builder& b, Value x, int64_t n) {
+  std::vector<double> p = {0, 1};  // coefficients of P_0, lowest power first
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<double> d(p.size() > 1 ? p.size() - 1 : 1, 0.0);
+    for (size_t i = 1; i < p.size(); ++i) d[i - 1] = static_cast<double>(i) * p[i];
+    std::vector<double> next(d.size() + 2, 0.0);
+    for (size_t i = 0; i < d.size(); ++i) {
+      next[i] -= d[i];
+      next[i + 2] -= d[i];
+    }
+    p = std::move(next);
+  }
+  Value px = b.mul(x, scalar_like(b, M_PI, x));
+  Value cot = b.div(b.unary("cosine", px), b.unary("sine", px));
+  Value acc = scalar_like(b, p.back(), x);
+  for (size_t i = p.size() - 1; i-- > 0;) acc = b.add(b.mul(acc, cot), scalar_like(b, p[i], x));
+  return b.mul(acc, scalar_like(b, std::pow(M_PI, static_cast<double>(n + 1)), x));
+}
+
 }  // namespace
 
 void register_math() {
@@ -154,11 +177,27 @@ void register_math() {
   add("erfinv", chlo("erf_inv"));
   // polygamma(int n, Tensor self): digamma's derivative asks for it (n = 1).
   add("polygamma", [](Ctx& c) -> std::vector<Value> {
-    Value x = cast(c.b, c.tensor(1), opmath(to_elem(float_result(c.dtype(1)))));
-    // chlo.polygamma is only accurate for x > 0; digamma handles every x.
-    if (c.int_arg(0) == 0) return {c.b.generic("chlo.digamma", {x}, "", x.type)};
-    Value n = scalar_like(c.b, static_cast<double>(c.int_arg(0)), x);
-    return {c.b.generic("chlo.polygamma", {n, x}, "", x.type)};
+    hlo::Builder& b = c.b;
+    Value x = cast(b, c.tensor(1), opmath(to_elem(float_result(c.dtype(1)))));
+    const int64_t n = c.int_arg(0);
+    // digamma handles every x.
+    if (n == 0) return {b.generic("chlo.digamma", {x}, "", x.type)};
+    // chlo.polygamma is only accurate for x > 0: negative x goes through the
+    // reflection formula, evaluated where it is accurate (at 1 - x > 1).
+    auto psi = [&](Value v) {
+      return b.generic("chlo.polygamma", {scalar_like(b, static_cast<double>(n), v), v}, "", v.type);
+    };
+    Value zero = zeros_like(b, x);
+    Value neg = b.compare(x, zero, Cmp::LT);
+    Value pos_x = b.select(neg, b.sub(scalar_like(b, 1, x), x), x);
+    Value at_pos = psi(pos_x);
+    Value mirrored = (n % 2 == 0) ? at_pos : b.neg(at_pos);
+    Value refl = cast(b, reflection_term(b, cast(b, x, ElemType::F64), n), x.elem());
+    Value out = b.select(neg, b.sub(mirrored, refl), at_pos);
+    // The pole at 0, approached from above: (-1)^(n+1) n! / x^(n+1).
+    Value inf = scalar_like(b, n % 2 ? std::numeric_limits<double>::infinity()
+                                     : -std::numeric_limits<double>::infinity(), x);
+    return {b.select(b.compare(x, zero, Cmp::EQ), inf, out)};
   });
   add("exp2", unary([](hlo::Builder& b, Value x) { return b.binary("power", scalar_like(b, 2, x), x); }));
   add("frac", [](Ctx& c) -> std::vector<Value> {

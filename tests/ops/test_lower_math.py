@@ -74,3 +74,11 @@ def test_eye():
 
 def test_sgn_backward_uses_no_fallback():
     check(torch.sgn, X)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_over_negative_and_positive_x(n):
+    # Negative non-integer x goes through the reflection formula; 0 is the pole.
+    x = torch.tensor([-8.47, -3.7, -0.5, -0.01, 0.0, 0.3, 2.5, 8.4])
+    check(lambda t: torch.polygamma(n, t), x, grad=False, rtol=1e-4, atol=1e-5)
+    check(lambda t: torch.polygamma(n, t), x[x != 0], grad=True, rtol=1e-4, atol=1e-4)

@@ -70,13 +70,14 @@ def main(argv=None):
         for dt in dtypes:
             if not opinfo_check.supports(op, dt):
                 continue
-            results.append(opinfo_check.check(op, dt, max_samples=args.max_samples))
+            runs = [opinfo_check.check(op, dt, max_samples=args.max_samples)]
             if args.full and dt == "float32" and op.supports_autograd:
-                results.append(opinfo_check.check(op, dt, grad=True, max_samples=args.max_samples))
-            r = results[-1]
-            print(f"{r.op:40s} {r.dtype:9s} {'native' if r.native else 'fallback':8s} "
-                  f"pass {r.passed:3d} fail {r.failed:3d} xfail {r.xfailed:3d} "
-                  f"fallback {r.fallback:3d} {_note(r)}", flush=True)
+                runs.append(opinfo_check.check(op, dt, grad=True, max_samples=args.max_samples))
+            results += runs
+            for r in runs:
+                print(f"{r.op:40s} {r.dtype:9s} {'native' if r.native else 'fallback':8s} "
+                      f"pass {r.passed:3d} fail {r.failed:3d} xfail {r.xfailed:3d} "
+                      f"fallback {r.fallback:3d} {_note(r)}", flush=True)
 
     native = [r for r in results if r.fallback == 0]
     n_pass = sum(r.passed for r in native)
@@ -90,6 +91,11 @@ def main(argv=None):
         print(f"OpInfo samples on natively lowered ops: {n_pass}/{n_all} pass "
               f"({100 * n_pass / n_all:.1f}%); OpInfo entries with fallback: "
               f"{sum(1 for r in results if r.fallback)} of {len(results)}")
+    f32 = [r for r in native if r.dtype == "float32" and not r.op.endswith(".grad")]
+    f32_pass = sum(r.passed for r in f32)
+    f32_all = sum(r.passed + r.failed + r.xfailed for r in f32)
+    if args.full and f32_all:
+        print(f"  of which float32 forward: {f32_pass}/{f32_all} pass ({100 * f32_pass / f32_all:.1f}%)")
     if missing:
         print("core ops without a tpu kernel:", ", ".join(missing))
     return 0

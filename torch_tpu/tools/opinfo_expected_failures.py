@@ -6,8 +6,6 @@ that fails and is not listed here fails the check.
 
 _HARNESS_DEVICE = ("the differential harness moves every tensor argument to tpu; this op "
                    "requires that argument on the CPU (as CUDA does), so the tpu call is rejected")
-_POLYGAMMA = ("polygamma(n >= 1) of negative non-integer x: XLA's chlo.polygamma (Hurwitz zeta) "
-              "is only accurate for x > 0; the samples include x < 0")
 
 EXPECTED = {
     ("tensor_split", "float32", False): _HARNESS_DEVICE + " (tensor_indices_or_sections)",
@@ -17,8 +15,6 @@ EXPECTED = {
                                  "rejects the dtype with a TypeError",
     ("sparse.sampled_addmm", "float32", False): "sparse tensors are not supported on tpu",
     ("sparse.mm", "float32", False): "sparse tensors are not supported on tpu",
-    ("polygamma", "float32", False): _POLYGAMMA,
-    ("special.polygamma", "float32", False): _POLYGAMMA,
 }
 
 
