@@ -145,6 +145,12 @@ LowerFn shift(bool left) {
   };
 }
 
+// PyTorch (like SciPy) defines digamma(0) = -inf; chlo.digamma gives NaN there.
+Value digamma(hlo::Builder& b, Value x) {
+  Value d = b.generic("chlo.digamma", {x}, "", x.type);
+  return b.select(b.compare(x, zeros_like(b, x), Cmp::EQ), inf_like(b, x, -1), d);
+}
+
 // pi^(n+1) * P_n(cot(pi x)), where d^n/dy^n cot(y) = P_n(cot y): the term of
 // the reflection formula psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot pi x)
 // (the n-th derivative of psi(1 - x) - psi(x) = pi cot(pi x)). The polynomials
@@ -172,8 +178,9 @@ Value reflection_term(hlo::Builder& b, Value x, int64_t n) {
 
 void register_math() {
   for (const char* op : {"asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc",
-                         "lgamma", "digamma"})
+                         "lgamma"})
     add(op, chlo(op));
+  add("digamma", unary(digamma));
   add("erfinv", chlo("erf_inv"));
   // polygamma(int n, Tensor self): digamma's derivative asks for it (n = 1).
   add("polygamma", [](Ctx& c) -> std::vector<Value> {
@@ -181,7 +188,7 @@ void register_math() {
     Value x = cast(b, c.tensor(1), opmath(to_elem(float_result(c.dtype(1)))));
     const int64_t n = c.int_arg(0);
     // digamma handles every x.
-    if (n == 0) return {b.generic("chlo.digamma", {x}, "", x.type)};
+    if (n == 0) return {digamma(b, x)};
     // chlo.polygamma is only accurate for x > 0: negative x goes through the
     // reflection formula, evaluated where it is accurate (at 1 - x > 1).
     auto psi = [&](Value v) {
