@@ -203,6 +203,29 @@ def test_same_seed_same_numbers(method, args):
     assert not torch.equal(a1, b1)
 
 
+@pytest.mark.parametrize("method,args", [("exponential_", (1.5,)), ("cauchy_", (0.0, 1.0)),
+                                         ("geometric_", (0.3,)), ("log_normal_", (1.0, 2.0))])
+def test_same_numbers_in_both_modes(method, args):
+    was = torch_tpu.get_execution_mode()
+    got = []
+    try:
+        for mode in ("strict_eager", "defer_and_fuse"):
+            torch_tpu.set_execution_mode(mode)
+            torch.manual_seed(3)
+            got.append(getattr(torch.empty(64, device="tpu"), method)(*args).cpu())
+    finally:
+        torch_tpu.set_execution_mode(was)
+    assert torch.equal(got[0], got[1])
+
+
+def test_distribution_argument_checks():
+    x = torch.empty(3, device="tpu")
+    for bad in (lambda: x.exponential_(-1.0), lambda: x.geometric_(1.5),
+                lambda: x.log_normal_(0.0, -1.0), lambda: x.cauchy_(0.0, -1.0)):
+        with pytest.raises(RuntimeError, match="expects"):
+            bad()
+
+
 # ---- median / masked_scatter -----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
