@@ -4,7 +4,11 @@
 // median picks the lower median of a stable ascending sort, so ties resolve to
 // the same index PyTorch's CPU kernel returns. A slice holding NaN has median
 // NaN at the index of its first NaN; nanmedian takes the lower median of the
-// non-NaN values instead (an all-NaN slice gives NaN).
+// non-NaN values instead. An all-NaN slice gives NaN at index 0; PyTorch's CPU
+// index there is whatever its nth_element leaves (0 only for slices of <= 3).
+//
+// masked_scatter cannot check on the device that source has enough elements
+// (a data-dependent count): positions past its end repeat its last element.
 #include <limits>
 
 #include "lower/nn_common.h"
