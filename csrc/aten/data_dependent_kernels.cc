@@ -1,7 +1,8 @@
 // Ops whose result shape depends on the data (nonzero, masked_select): a
 // compiled program needs static shapes, so these synchronise and size on the
 // host -- download the inputs, compute there, upload the result. Like CUDA,
-// they are sync points.
+// they are sync points. equal returns a host bool: the comparison runs on the
+// device and only its one-element verdict is read back.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -36,6 +37,14 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   return upload_like(at::masked_select(to_host(self), to_host(mask)), self);
 }
 
+// equal(self, other): same sizes and every element equal (after type
+// promotion, as on CPU; NaN is never equal to itself).
+bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
+  check_same_device("aten::equal", self, other, "other");
+  if (!self.sizes().equals(other.sizes())) return false;
+  return at::eq(self, other).all().item<bool>();
+}
+
 }  // namespace
 
 c10::List<std::optional<at::Tensor>> expand_index_masks(
@@ -64,6 +73,7 @@ c10::List<std::optional<at::Tensor>> expand_index_masks(
 void register_data_dependent_kernels(torch::Library& m) {
   m.impl("nonzero", TORCH_FN(nonzero_kernel));
   m.impl("masked_select", TORCH_FN(masked_select_kernel));
+  m.impl("equal", TORCH_FN(equal_kernel));
 }
 
 }  // namespace tpu::aten

@@ -144,6 +144,24 @@ Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, boo
   return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Min, extreme_value(b, v.elem(), true));
 }
 
+// Stable sort of (x, iota) along dim; NaN sorts as the largest value.
+std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, bool descending) {
+  Value iota = b.iota({ElemType::S64, x.dims()}, dim);
+  bool fl = hlo::is_float(x.elem());
+  auto r = b.sort({x, iota}, dim, true,
+                  [descending, fl](hlo::Builder& b, const std::vector<Value>& a) -> std::vector<Value> {
+                    Value p = a[0], q = a[1];
+                    Value lt = b.compare(p, q, descending ? hlo::Cmp::GT : hlo::Cmp::LT);
+                    if (!fl) return {lt};
+                    Value pn = b.compare(p, p, hlo::Cmp::NE), qn = b.compare(q, q, hlo::Cmp::NE);
+                    // descending: NaN first; ascending: NaN last.
+                    Value nan_order = descending ? b.binary("and", pn, b.unary("not", qn))
+                                                 : b.binary("and", b.unary("not", pn), qn);
+                    return {b.binary("or", lt, nan_order)};
+                  });
+  return {r[0], r[1]};
+}
+
 void register_all() {
   static bool done = false;
   if (done) return;
@@ -171,6 +189,9 @@ void register_all() {
   register_embedding_bag();
   register_math();
   register_cumulative();
+  register_misc_math();
+  register_distributions();
+  register_order_stats();
 }
 
 }  // namespace tpu::lower

@@ -42,6 +42,10 @@ Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, boo
 Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
 Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
 
+// Stable sort of (x, iota) along dim -> (sorted values, their S64 positions);
+// NaN sorts as the largest value (last ascending, first descending).
+std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, bool descending);
+
 // Registration functions of the lowering files.
 void register_elementwise();
 void register_reductions();
@@ -69,5 +73,9 @@ void register_padding();
 void register_embedding_bag();
 void register_math();
 void register_cumulative();
+// misc_math.cc, distributions.cc, order_stats.cc.
+void register_misc_math();
+void register_distributions();
+void register_order_stats();
 
 }  // namespace tpu::lower

@@ -1,4 +1,4 @@
-// Matrix products: mm, addmm, addmv, bmm, baddbmm, dot.
+// Matrix products: mm, addmm, addmv, bmm, baddbmm, addbmm, dot, vdot.
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -23,6 +23,10 @@ Value scaled_sum(Ctx& c, Value self, Value prod, size_t beta_i, size_t alpha_i, 
                                  zeros_like(c.b, s), c.b.mul(beta, s));
   return c.b.add(scaled_self, c.b.mul(alpha, prod));
 }
+
+// addbmm in float16/bfloat16 rounds per batch up to this many batches (the
+// program grows with each); beyond, one contraction in t.
+constexpr int64_t kMaxRoundedBatches = 64;
 
 }  // namespace
 
@@ -50,6 +54,40 @@ void register_linalg() {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
     Value p = batched(c.b, c.tensor(1), c.tensor(2), t);
     return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+  });
+  // addbmm(self, batch1 [B, N, M], batch2 [B, M, P], beta, alpha): the batch
+  // dimension is contracted together with M, giving the summed product [N, P].
+  add("addbmm", [](Ctx& c) -> std::vector<Value> {
+    hlo::Builder& b = c.b;
+    ElemType t = to_elem(result_type(c, {0, 1, 2}));
+    int64_t batches = c.tensor(1).dims()[0];
+    if (opmath(t) == t || batches == 0 || batches > kMaxRoundedBatches) {
+      Value p = b.dot_general(cast(b, c.tensor(1), t), cast(b, c.tensor(2), t), {}, {}, {0, 2}, {0, 1}, t);
+      return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+    }
+    // float16/bfloat16: PyTorch adds one batch's product at a time into the
+    // result, rounding it to t after each; doing the same keeps the last bits.
+    ElemType f = opmath(t);
+    Value p = batched(b, c.tensor(1), c.tensor(2), f);  // [B, N, P]
+    int64_t n = p.dims()[1], q = p.dims()[2];
+    auto product = [&](int64_t i) {
+      return b.reshape(b.slice(p, {i, 0, 0}, {i + 1, n, q}, {1, 1, 1}), {n, q});
+    };
+    Value acc = cast(b, scaled_sum(c, c.tensor(0), product(0), 3, 4, f), t);
+    Value alpha = bcast(b, c.scalar(4, f), {n, q});
+    for (int64_t i = 1; i < batches; ++i)
+      acc = cast(b, b.add(cast(b, acc, f), b.mul(alpha, product(i))), t);
+    return {acc};
+  });
+  // vdot(self, other): dot with self conjugated (the same as dot for real types).
+  add("vdot", [](Ctx& c) -> std::vector<Value> {
+    ElemType t = to_elem(result_type(c, {0, 1}));
+    Value x = cast(c.b, c.tensor(0), t);
+    if (hlo::is_complex(t)) {
+      Value re = c.b.unary("real", x), im = c.b.neg(c.b.unary("imag", x));
+      x = c.b.generic("complex", {re, im}, "", x.type);
+    }
+    return {c.b.dot_general(x, cast(c.b, c.tensor(1), t), {}, {}, {0}, {0}, t)};
   });
   add("dot", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1}));

@@ -82,8 +82,10 @@ void register_nn() {
     Value s = bcast(c.b, reduce_sum(c.b, c.b.mul(g, out), {dim}, true), g.dims());
     return {c.b.mul(out, c.b.sub(g, s))};
   });
-  // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
-  add("nll_loss_forward", [](Ctx& c) -> std::vector<Value> {
+  // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight).
+  // nll_loss2d_forward has the same arguments with self [N, C, H, W]; pick()
+  // handles any rank with classes on dim 1, so one lowering serves both.
+  auto nll_forward = [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
     ElemType t = opmath(self.elem());
     Value x = cast(c.b, self, t);
@@ -99,9 +101,12 @@ void register_nn() {
     Value sum = reduce_sum(c.b, loss, all, false);
     if (reduction == 1) return {c.b.div(sum, total), total};
     return {sum, total};
-  });
-  // nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
-  add("nll_loss_backward", [](Ctx& c) -> std::vector<Value> {
+  };
+  add("nll_loss_forward", nll_forward);
+  add("nll_loss2d_forward", nll_forward);
+  // nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?,
+  // reduction, ignore_index, total_weight)
+  auto nll_backward = [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(1);
     ElemType t = opmath(self.elem());
     int64_t reduction = c.int_arg(4), ignore = c.int_arg(5);
@@ -116,7 +121,9 @@ void register_nn() {
     Value perb = c.b.broadcast_in_dim(c.b.neg(per), self.dims(), bdims);
     Value zero = zeros_like(c.b, perb);
     return {c.b.select(p.mask, perb, zero)};
-  });
+  };
+  add("nll_loss_backward", nll_backward);
+  add("nll_loss2d_backward", nll_backward);
 }
 
 }  // namespace tpu::lower

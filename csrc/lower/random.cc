@@ -3,13 +3,10 @@
 // runtime input (Ctx::rng_state), so reseeding never recompiles.
 #include <limits>
 
-#include "lower/helpers.h"
+#include "lower/random_draws.h"
 
 namespace tpu::lower {
 
-namespace {
-
-// Uniform floats in [0, 1) of type t (f64 uses 64-bit draws, others 32-bit).
 Value uniform01(Ctx& c, const std::vector<int64_t>& dims, ElemType t) {
   hlo::Builder& b = c.b;
   int64_t n = 1;
@@ -29,6 +26,27 @@ Value uniform01(Ctx& c, const std::vector<int64_t>& dims, ElemType t) {
   Value u = b.sub(b.bitcast_convert(one, {ElemType::F32, dims}), b.splat_f(1, {ElemType::F32, dims}));
   return cast(b, u, opmath(t));
 }
+
+Value standard_normal(Ctx& c, const std::vector<int64_t>& dims, ElemType t) {
+  hlo::Builder& b = c.b;
+  // Box-Muller on two uniform draws; 1 - u keeps the log argument in (0, 1].
+  // Both uniforms come from one draw: two draws from the same state would
+  // be equal (the state is one runtime input per op).
+  std::vector<int64_t> two = dims;
+  two.insert(two.begin(), 2);
+  Value u = uniform01(c, two, t);
+  std::vector<int64_t> lim = two, start(two.size(), 0), step(two.size(), 1);
+  lim[0] = 1;
+  Value u1 = b.reshape(b.slice(u, start, lim, step), dims);
+  start[0] = 1;
+  lim[0] = 2;
+  Value u2 = b.reshape(b.slice(u, start, lim, step), dims);
+  Value r = b.unary("sqrt", b.mul(scalar_like(b, -2, u1), b.unary("log", b.sub(scalar_like(b, 1, u1), u1))));
+  Value theta = b.mul(scalar_like(b, 6.283185307179586, u2), u2);
+  return b.mul(r, b.unary("cosine", theta));
+}
+
+namespace {
 
 // n random bits per element of `dims` (32 or 64), as U32/U64.
 Value random_bits(Ctx& c, const std::vector<int64_t>& dims, bool wide) {
@@ -91,21 +109,7 @@ void register_random() {
     Value self = c.tensor(0);
     ElemType t = opmath(self.elem());
     hlo::Builder& b = c.b;
-    // Box-Muller on two uniform draws; 1 - u keeps the log argument in (0, 1].
-    // Both uniforms come from one draw: two draws from the same state would
-    // be equal (the state is one runtime input per op).
-    std::vector<int64_t> two = self.dims();
-    two.insert(two.begin(), 2);
-    Value u = uniform01(c, two, t);
-    std::vector<int64_t> lim = two, start(two.size(), 0), step(two.size(), 1);
-    lim[0] = 1;
-    Value u1 = b.reshape(b.slice(u, start, lim, step), self.dims());
-    start[0] = 1;
-    lim[0] = 2;
-    Value u2 = b.reshape(b.slice(u, start, lim, step), self.dims());
-    Value r = b.unary("sqrt", b.mul(scalar_like(b, -2, u1), b.unary("log", b.sub(scalar_like(b, 1, u1), u1))));
-    Value theta = b.mul(scalar_like(b, 6.283185307179586, u2), u2);
-    Value z = b.mul(r, b.unary("cosine", theta));
+    Value z = standard_normal(c, self.dims(), t);
     Value mean = bcast(b, c.scalar(1, t), self.dims());
     Value std = bcast(b, c.scalar(2, t), self.dims());
     return {b.add(mean, b.mul(z, std))};

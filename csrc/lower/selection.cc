@@ -1,5 +1,5 @@
 // Selection and scans: argmax/argmin, max.dim/min.dim, topk, sort, kthvalue,
-// median.dim, cumsum / cumprod, logsumexp, all/any, isnan/isinf family.
+// cumsum / cumprod, logsumexp, all/any, isnan/isinf family.
 //
 // Arg-reductions follow PyTorch: NaN counts as the extreme value and ties go
 // to the lowest index. Sorting puts NaN last ascending (first descending), and
@@ -73,24 +73,6 @@ LowerFn val_arg_op(bool is_max) {
     auto [v, i] = arg_reduce(c.b, x, wrap_dim(c.int_arg(1), x.rank()), c.bool_arg(2), is_max);
     return {cast(c.b, v, x.elem()), i};
   };
-}
-
-// Stable sort of (x, iota) along dim; NaN sorts as the largest value.
-std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, bool descending) {
-  Value iota = b.iota({ElemType::S64, x.dims()}, dim);
-  bool fl = hlo::is_float(x.elem());
-  auto r = b.sort({x, iota}, dim, true,
-                  [descending, fl](hlo::Builder& b, const std::vector<Value>& a) -> std::vector<Value> {
-                    Value p = a[0], q = a[1];
-                    Value lt = b.compare(p, q, descending ? Cmp::GT : Cmp::LT);
-                    if (!fl) return {lt};
-                    Value pn = b.compare(p, p, Cmp::NE), qn = b.compare(q, q, Cmp::NE);
-                    // descending: NaN first; ascending: NaN last.
-                    Value nan_order = descending ? b.binary("and", pn, b.unary("not", qn))
-                                                 : b.binary("and", b.unary("not", pn), qn);
-                    return {b.binary("or", lt, nan_order)};
-                  });
-  return {r[0], r[1]};
 }
 
 // cumsum/cumprod(self, dim, dtype?): an inclusive prefix scan as a reduce_window.
@@ -186,8 +168,8 @@ void register_selection() {
     lim[dim] = k;
     return {b.slice(v, start, lim, step), b.slice(i, start, lim, step)};
   });
-  // kthvalue(self, k, dim, keepdim) and median.dim(self, dim, keepdim): the k-th
-  // smallest (median: the lower median) from an ascending stable sort.
+  // kthvalue(self, k, dim, keepdim): the k-th smallest from an ascending stable
+  // sort. (median and nanmedian, which treat NaN specially, are in order_stats.cc.)
   auto kth = [](Ctx& c, Value x, int64_t k, int64_t dim_arg, bool keepdim) -> std::vector<Value> {
     hlo::Builder& b = c.b;
     if (x.rank() == 0) return {x, b.constant_i(0, ElemType::S64)};
@@ -203,11 +185,6 @@ void register_selection() {
   };
   add("kthvalue", [kth](Ctx& c) -> std::vector<Value> {
     return kth(c, c.tensor(0), c.int_arg(1) - 1, c.int_arg(2), c.bool_arg(3));
-  });
-  add("median.dim", [kth](Ctx& c) -> std::vector<Value> {
-    Value x = c.tensor(0);
-    int64_t n = x.rank() == 0 ? 1 : x.dims()[wrap_dim(c.int_arg(1), x.rank())];
-    return kth(c, x, (n - 1) / 2, c.int_arg(1), c.bool_arg(2));
   });
   add("cumsum", scan(hlo::ReduceOp::Add));
   add("cumprod", scan(hlo::ReduceOp::Mul));
