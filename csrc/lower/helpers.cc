@@ -144,6 +144,25 @@ Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, boo
   return reduce_impl(b, v, dims, keepdim, hlo::ReduceOp::Min, extreme_value(b, v.elem(), true));
 }
 
+Value reduce_extreme_nan(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim,
+                         bool max) {
+  if (!hlo::is_float(v.elem())) return max ? reduce_max(b, v, dims, keepdim) : reduce_min(b, v, dims, keepdim);
+  if (v.rank() == 0) return v;
+  // stablehlo.maximum/minimum on XLA:CPU return the non-NaN operand; PyTorch's
+  // amax/amin/max/min propagate NaN. A NaN accumulator wins, then a NaN element.
+  auto body = [max](hlo::Builder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+    Value acc = a[0], x = a[1];
+    Value m = max ? rb.max(acc, x) : rb.min(acc, x);
+    Value pick_x = rb.compare(x, x, hlo::Cmp::NE);
+    return {rb.select(rb.compare(acc, acc, hlo::Cmp::NE), acc, rb.select(pick_x, x, m))};
+  };
+  Value r = b.reduce({v}, {extreme_value(b, v.elem(), !max)}, dims, body)[0];
+  if (!keepdim) return r;
+  std::vector<int64_t> kd = v.dims();
+  for (int64_t d : dims) kd[d] = 1;
+  return b.reshape(r, kd);
+}
+
 // Stable sort of (x, iota) along dim; NaN sorts as the largest value.
 std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, bool descending) {
   Value iota = b.iota({ElemType::S64, x.dims()}, dim);

@@ -41,6 +41,10 @@ Value extreme_value(hlo::Builder& b, ElemType t, bool high);
 Value reduce_sum(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
 Value reduce_max(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
 Value reduce_min(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim);
+// max (or min) that propagates NaN as PyTorch's reductions do (reduce_max and
+// reduce_min skip NaN: fine for softmax's shift, wrong for amax/amin/max/min).
+Value reduce_extreme_nan(hlo::Builder& b, Value v, const std::vector<int64_t>& dims, bool keepdim,
+                         bool max);
 
 // Stable sort of (x, iota) along dim -> (sorted values, their S64 positions);
 // NaN sorts as the largest value (last ascending, first descending).

@@ -71,11 +71,11 @@ void register_reductions() {
   });
   add("amax", [](Ctx& c) -> std::vector<Value> {
     auto dims = reduce_dims(c, 1, c.tensor(0).rank());
-    return {reduce_max(c.b, c.tensor(0), dims, c.bool_arg(2))};
+    return {reduce_extreme_nan(c.b, c.tensor(0), dims, c.bool_arg(2), true)};
   });
   add("amin", [](Ctx& c) -> std::vector<Value> {
     auto dims = reduce_dims(c, 1, c.tensor(0).rank());
-    return {reduce_min(c.b, c.tensor(0), dims, c.bool_arg(2))};
+    return {reduce_extreme_nan(c.b, c.tensor(0), dims, c.bool_arg(2), false)};
   });
   // prod(self, dtype?) / prod.dim_int(self, dim, keepdim, dtype?): integer and
   // bool inputs multiply in int64, like sum.
@@ -99,10 +99,10 @@ void register_reductions() {
   });
   // Full reductions (print() calls these to pick a number format).
   add("max", [](Ctx& c) -> std::vector<Value> {
-    return {reduce_max(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false)};
+    return {reduce_extreme_nan(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false, true)};
   });
   add("min", [](Ctx& c) -> std::vector<Value> {
-    return {reduce_min(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false)};
+    return {reduce_extreme_nan(c.b, c.tensor(0), all_dims(c.tensor(0).rank()), false, false)};
   });
 }
 

@@ -67,7 +67,7 @@ std::vector<Value> vector_norm(Ctx& c) {
   bool keepdim = c.bool_arg(3);
   auto dims = x.rank() == 0 ? std::vector<int64_t>{} : dims_arg(c, 2, x.rank());
   if (x.rank() == 0) return {ord == 0 ? cast(b, b.compare(x, zeros_like(b, x), Cmp::NE), x.elem()) : x};
-  if (std::isinf(ord)) return {ord > 0 ? reduce_max(b, x, dims, keepdim) : reduce_min(b, x, dims, keepdim)};
+  if (std::isinf(ord)) return {reduce_extreme_nan(b, x, dims, keepdim, ord > 0)};
   if (ord == 0)
     return {reduce_sum(b, cast(b, b.compare(x, zeros_like(b, x), Cmp::NE), x.elem()), dims, keepdim)};
   if (ord == 1) return {reduce_sum(b, x, dims, keepdim)};

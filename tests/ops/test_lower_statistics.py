@@ -28,3 +28,11 @@ def test_normalize_and_cosine_similarity():
     check(lambda x: F.normalize(x, dim=-1), X, atol=1e-5)
     check(lambda x, y: F.cosine_similarity(x, y, dim=1), X, X.flip(0), atol=1e-5)
     check(lambda x: x.norm(dim=(1, 2)), X, atol=1e-5)
+
+
+def test_max_min_reductions_propagate_nan():
+    # XLA:CPU's maximum/minimum skip NaN; PyTorch's reductions return it.
+    x = torch.tensor([[1.0, float("nan"), -2.0], [3.0, 4.0, 5.0]])
+    check(lambda t: (t.amax(1), t.amin(1), t.amax(), t.max(), t.min(), t[1].max(),
+                     torch.linalg.vector_norm(t, float("inf"), dim=1),
+                     torch.linalg.vector_norm(t, -float("inf"), dim=1)), x, grad=False, equal_nan=True)
