@@ -171,6 +171,7 @@ void register_all() {
   register_embedding_bag();
   register_math();
   register_cumulative();
+  register_distance();
 }
 
 }  // namespace tpu::lower

@@ -69,5 +69,7 @@ void register_padding();
 void register_embedding_bag();
 void register_math();
 void register_cumulative();
+// distance.cc, grid_sample.cc, adaptive_pool.cc, fold.cc.
+void register_distance();
 
 }  // namespace tpu::lower
