@@ -71,5 +71,6 @@ void register_math();
 void register_cumulative();
 // distance.cc, grid_sample.cc, adaptive_pool.cc, fold.cc.
 void register_distance();
+void register_adaptive_pool();
 
 }  // namespace tpu::lower

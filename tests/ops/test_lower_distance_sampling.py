@@ -40,3 +40,41 @@ def test_pdist(p):
 
 def test_pdist_single_row():
     check(lambda x: F.pdist(x), torch.randn(1, 3), atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 5, 6, 7), (2, 3, 4)), ((3, 4, 4, 4), (4, 2, 1)),
+                                       ((1, 2, 3, 5, 2), 6)])
+def test_adaptive_avg_pool3d(shape, out):
+    check(lambda x: F.adaptive_avg_pool3d(x, out), torch.randn(shape), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 7, 5), (3, 2)), ((3, 6, 6), (4, 4)),
+                                       ((1, 2, 3, 4), (5, 7)), ((1, 4, 4, 3), (3, None))])
+def test_adaptive_max_pool2d(shape, out):
+    check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), torch.randn(shape))
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 5, 6, 7), (2, 3, 4)), ((2, 4, 4, 5), (3, 2, 2))])
+def test_adaptive_max_pool3d(shape, out):
+    check(lambda x: F.adaptive_max_pool3d(x, out, return_indices=True), torch.randn(shape))
+
+
+def test_adaptive_max_pool_ties_and_nan():
+    # Ties keep the first maximum in row-major order; a NaN wins.
+    x = torch.zeros(1, 1, 4, 4)
+    check(lambda a: F.adaptive_max_pool2d(a, 2, return_indices=True), x)
+    x = torch.randn(1, 2, 5, 5)
+    x[0, 0, 1, 2] = float("nan")
+    x[0, 1, 4, 4] = float("nan")
+    check(lambda a: F.adaptive_max_pool2d(a, 3, return_indices=True), x, grad=False,
+          equal_nan=True)
+
+
+def test_adaptive_max_pool1d():
+    check(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), torch.randn(2, 3, 9))
+
+
+def test_adaptive_pool_bfloat16():
+    x = torch.randn(2, 3, 5, 6, 7).bfloat16()
+    check(lambda a: F.adaptive_avg_pool3d(a, (2, 3, 4)), x, atol=2e-2)
+    check(lambda a: F.adaptive_max_pool3d(a, (2, 3, 4)), x, atol=2e-2)
