@@ -173,6 +173,7 @@ void register_all() {
   register_cumulative();
   register_distance();
   register_adaptive_pool();
+  register_fold();
 }
 
 }  // namespace tpu::lower

@@ -72,5 +72,6 @@ void register_cumulative();
 // distance.cc, grid_sample.cc, adaptive_pool.cc, fold.cc.
 void register_distance();
 void register_adaptive_pool();
+void register_fold();
 
 }  // namespace tpu::lower

@@ -78,3 +78,20 @@ def test_adaptive_pool_bfloat16():
     x = torch.randn(2, 3, 5, 6, 7).bfloat16()
     check(lambda a: F.adaptive_avg_pool3d(a, (2, 3, 4)), x, atol=2e-2)
     check(lambda a: F.adaptive_max_pool3d(a, (2, 3, 4)), x, atol=2e-2)
+
+
+@pytest.mark.parametrize("kernel,dilation,padding,stride",
+                         [((2, 3), 1, 0, 1), (3, (2, 1), 1, 2), ((2, 2), 1, (1, 0), (1, 3))])
+def test_unfold_fold(kernel, dilation, padding, stride):
+    x = torch.randn(2, 3, 7, 8)
+    check(lambda a: F.unfold(a, kernel, dilation, padding, stride), x, atol=1e-5)
+    cols = F.unfold(x, kernel, dilation, padding, stride)
+    check(lambda c: F.fold(c, (7, 8), kernel, dilation, padding, stride), cols, atol=1e-5)
+
+
+def test_unfold_fold_unbatched_and_bfloat16():
+    x = torch.randn(3, 6, 5)
+    check(lambda a: F.unfold(a, 2), x, atol=1e-5)
+    check(lambda c: F.fold(c, (6, 5), 2), F.unfold(x, 2), atol=1e-5)
+    xb = x.bfloat16()
+    check(lambda a: F.fold(F.unfold(a, 3, padding=1), (6, 5), 3, padding=1), xb, atol=5e-2)
