@@ -172,6 +172,7 @@ void register_all() {
   register_math();
   register_cumulative();
   register_distance();
+  register_grid_sample();
   register_adaptive_pool();
   register_fold();
 }

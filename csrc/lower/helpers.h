@@ -71,6 +71,7 @@ void register_math();
 void register_cumulative();
 // distance.cc, grid_sample.cc, adaptive_pool.cc, fold.cc.
 void register_distance();
+void register_grid_sample();
 void register_adaptive_pool();
 void register_fold();
 

@@ -42,6 +42,25 @@ def test_pdist_single_row():
     check(lambda x: F.pdist(x), torch.randn(1, 3), atol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample(mode, padding, align):
+    x = torch.randn(2, 3, 5, 6)
+    grid = torch.rand(2, 4, 7, 2) * 2.6 - 1.3  # some samples fall outside
+    check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=align),
+          x, grid, atol=1e-4)
+
+
+def test_grid_sample_bfloat16():
+    x = torch.randn(1, 2, 4, 5).bfloat16()
+    grid = (torch.rand(1, 3, 3, 2) * 2 - 1).bfloat16()
+    # PyTorch's CPU kernel does the coordinate arithmetic in bfloat16; we do it
+    # in float32, so results differ by a few bfloat16 ulps.
+    check(lambda a, g: F.grid_sample(a, g, align_corners=False), x, grid, grad=False,
+          atol=6e-2)
+
+
 @pytest.mark.parametrize("shape,out", [((2, 3, 5, 6, 7), (2, 3, 4)), ((3, 4, 4, 4), (4, 2, 1)),
                                        ((1, 2, 3, 5, 2), 6)])
 def test_adaptive_avg_pool3d(shape, out):
