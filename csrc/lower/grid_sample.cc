@@ -1,10 +1,11 @@
-// grid_sampler_2d and grid_sampler_2d_backward: bilinear, nearest and bicubic
-// sampling with zeros / border / reflection padding, align_corners either way.
+// grid_sampler_{2,3}d and their backward ops: bilinear (trilinear in 3-d),
+// nearest and (2-d only, as in PyTorch) bicubic sampling with zeros / border /
+// reflection padding, align_corners either way.
 //
-// A sample is a weighted sum of "taps" (1, 4 or 16 input pixels). Each axis
-// gives its own taps (position, in-bounds flag, weight and the weight's
-// derivative along that axis); a 2-d tap is a pair of them. The forward
-// gathers the taps' pixels as rows of the [N*H*W, C] channels-last image; the
+// A sample is a weighted sum of "taps" (1, 4, 8 or 16 input pixels). Each
+// axis gives its own taps (position, in-bounds flag, weight and the weight's
+// derivative along that axis); a tap is one of each axis'. The forward
+// gathers the taps' pixels as rows of the [N*prod(sp), C] channels-last image; the
 // backward scatter-adds the weighted gradient into the same rows and, for the
 // grid, sums pixel * d(weight)/d(coordinate) * grad over the channels, then
 // applies the chain rule through the padding transform and the
@@ -154,128 +155,193 @@ std::vector<AxisTap> axis_taps(hlo::Builder& b, Value g, int64_t size, const Opt
   return taps;
 }
 
+// The sampling of one call: sizes and, per spatial axis of the input (in
+// input order: [D,] H, W), its taps and d coordinate / d grid.
 struct Plan {
-  int64_t n, c, h, w, oh, ow;
-  std::vector<AxisTap> xs, ys;
-  Value mult_x, mult_y;
+  int64_t n = 0, c = 0, nsp = 0;
+  std::vector<int64_t> in, out;  // spatial sizes of input and output
+  std::vector<std::vector<AxisTap>> taps;
+  std::vector<Value> mult;
+  int64_t out_count() const { return n * numel_of(out); }
+  std::vector<int64_t> out_dims() const {  // [N, *out]
+    std::vector<int64_t> d = {n};
+    d.insert(d.end(), out.begin(), out.end());
+    return d;
+  }
 };
 
-Opts opts(const Ctx& c, size_t first) {
+Opts opts(const Ctx& c, size_t first, int64_t nsp) {
   Opts o{c.int_arg(first), c.int_arg(first + 1), c.bool_arg(first + 2)};
-  TORCH_CHECK(o.interp >= 0 && o.interp <= 2, "grid_sampler_2d: unknown interpolation mode ", o.interp);
-  TORCH_CHECK(o.padding >= 0 && o.padding <= 2, "grid_sampler_2d: unknown padding mode ", o.padding);
+  TORCH_CHECK(o.interp >= 0 && o.interp <= 2, "grid_sampler: unknown interpolation mode ", o.interp);
+  TORCH_CHECK(o.padding >= 0 && o.padding <= 2, "grid_sampler: unknown padding mode ", o.padding);
+  TORCH_CHECK(!(nsp == 3 && o.interp == kBicubic),
+              "grid_sampler_3d: bicubic interpolation only supports 4D input");
   return o;
 }
 
+// input [N, C, *in], grid [N, *out, nsp] whose last dim lists x (the last
+// input axis) first.
 Plan plan(hlo::Builder& b, Value input, Value grid, const Opts& o) {
   Plan p;
+  p.nsp = input.rank() - 2;
   p.n = input.dims()[0];
   p.c = input.dims()[1];
-  p.h = input.dims()[2];
-  p.w = input.dims()[3];
-  p.oh = grid.dims()[1];
-  p.ow = grid.dims()[2];
-  std::vector<int64_t> od = {p.n, p.oh, p.ow};
-  Value gx = b.reshape(b.slice(grid, {0, 0, 0, 0}, {p.n, p.oh, p.ow, 1}, {1, 1, 1, 1}), od);
-  Value gy = b.reshape(b.slice(grid, {0, 0, 0, 1}, {p.n, p.oh, p.ow, 2}, {1, 1, 1, 1}), od);
-  p.xs = axis_taps(b, gx, p.w, o, &p.mult_x);
-  p.ys = axis_taps(b, gy, p.h, o, &p.mult_y);
+  p.in.assign(input.dims().begin() + 2, input.dims().end());
+  p.out.assign(grid.dims().begin() + 1, grid.dims().end() - 1);
+  p.taps.resize(p.nsp);
+  p.mult.resize(p.nsp);
+  int64_t r = grid.rank();
+  for (int64_t a = 0; a < p.nsp; ++a) {
+    int64_t comp = p.nsp - 1 - a;  // grid component of input axis a
+    std::vector<int64_t> lo(r, 0), hi = grid.dims(), st(r, 1);
+    lo[r - 1] = comp;
+    hi[r - 1] = comp + 1;
+    Value g = b.reshape(b.slice(grid, lo, hi, st), p.out_dims());
+    p.taps[a] = axis_taps(b, g, p.in[a], o, &p.mult[a]);
+  }
   return p;
 }
 
-// Row of the [N*H*W, C] image for a tap pair, flattened to [N*OH*OW].
-Value flat_index(hlo::Builder& b, const Plan& p, const AxisTap& tx, const AxisTap& ty) {
-  hlo::TensorType t{ElemType::S64, {p.n, p.oh, p.ow}};
-  Value idx = b.mul(b.iota(t, 0), b.splat_i(p.h, t));
-  idx = b.mul(b.add(idx, b.convert(ty.pos, ElemType::S64)), b.splat_i(p.w, t));
-  idx = b.add(idx, b.convert(tx.pos, ElemType::S64));
-  return b.reshape(idx, {p.n * p.oh * p.ow});
+// One combination of per-axis taps.
+struct Tap {
+  Value flat;   // row of the [N * prod(in), C] image, [N * prod(out)]
+  Value valid;  // [N, *out]
+  Value w;      // product of the axis weights
+  std::vector<Value> dw;  // d w / d coordinate per axis
+};
+
+std::vector<Tap> taps(hlo::Builder& b, const Plan& p) {
+  std::vector<std::vector<const AxisTap*>> combos = {{}};
+  for (int64_t a = 0; a < p.nsp; ++a) {
+    std::vector<std::vector<const AxisTap*>> next;
+    for (const auto& cmb : combos)
+      for (const auto& t : p.taps[a]) {
+        auto e = cmb;
+        e.push_back(&t);
+        next.push_back(e);
+      }
+    combos = next;
+  }
+  hlo::TensorType it{ElemType::S64, p.out_dims()};
+  std::vector<Tap> out;
+  for (const auto& cmb : combos) {
+    Tap t;
+    Value idx = b.iota(it, 0);
+    for (int64_t a = 0; a < p.nsp; ++a)
+      idx = b.add(b.mul(idx, b.splat_i(p.in[a], it)), b.convert(cmb[a]->pos, ElemType::S64));
+    t.flat = b.reshape(idx, {p.out_count()});
+    t.valid = cmb[0]->valid;
+    t.w = cmb[0]->w;
+    for (int64_t a = 1; a < p.nsp; ++a) {
+      t.valid = b.binary("and", t.valid, cmb[a]->valid);
+      t.w = b.mul(t.w, cmb[a]->w);
+    }
+    for (int64_t a = 0; a < p.nsp; ++a) {
+      Value d = cmb[a]->dw;
+      for (int64_t o = 0; o < p.nsp; ++o)
+        if (o != a) d = b.mul(d, cmb[o]->w);
+      t.dw.push_back(d);
+    }
+    out.push_back(t);
+  }
+  return out;
 }
 
-// [N, OH, OW] -> [N, OH, OW, C].
+// [N, *out] -> [N, *out, C].
 Value per_channel(hlo::Builder& b, Value v, int64_t c) {
   auto d = v.dims();
   d.push_back(c);
-  return b.broadcast_in_dim(v, d, {0, 1, 2});
+  return b.broadcast_in_dim(v, d, iota_dims(0, v.rank()));
 }
 
-// Channels-last rows of the image: [N*H*W, C].
-Value image_rows(hlo::Builder& b, Value input) {
-  const auto& d = input.dims();
-  return b.reshape(b.transpose(input, {0, 2, 3, 1}), {d[0] * d[2] * d[3], d[1]});
+// Moves dim 1 (channels) last, or back.
+std::vector<int64_t> to_channels_last(int64_t rank) {
+  std::vector<int64_t> perm = {0};
+  for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+  perm.push_back(1);
+  return perm;
+}
+std::vector<int64_t> to_channels_first(int64_t rank) {
+  std::vector<int64_t> perm = {0, rank - 1};
+  for (int64_t d = 1; d < rank - 1; ++d) perm.push_back(d);
+  return perm;
 }
 
-// The tap's pixels, zero where the tap is outside the image: [N, OH, OW, C].
-Value tap_pixels(hlo::Builder& b, const Plan& p, Value img, const AxisTap& tx, const AxisTap& ty,
-                 Value valid) {
-  Value v = b.reshape(rows::take(b, img, flat_index(b, p, tx, ty)), {p.n, p.oh, p.ow, p.c});
-  return b.select(per_channel(b, valid, p.c), v, zeros_like(b, v));
+// The tap's pixels, zero where the tap is outside the image: [N, *out, C].
+Value tap_pixels(hlo::Builder& b, const Plan& p, Value img, const Tap& t) {
+  auto d = p.out_dims();
+  d.push_back(p.c);
+  Value v = b.reshape(rows::take(b, img, t.flat), d);
+  return b.select(per_channel(b, t.valid, p.c), v, zeros_like(b, v));
 }
 
-// grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
+bool empty(const Plan& p) { return p.out_count() * p.c == 0 || numel_of(p.in) == 0; }
+
+// grid_sampler_{2,3}d(input, grid, interpolation_mode, padding_mode, align_corners)
 std::vector<Value> forward(Ctx& c) {
   hlo::Builder& b = c.b;
   ElemType t = float_opmath(c.dtype(0));
   Value input = cast(b, c.tensor(0), t), grid = cast(b, c.tensor(1), t);
-  Opts o = opts(c, 2);
+  Opts o = opts(c, 2, input.rank() - 2);
   Plan p = plan(b, input, grid, o);
-  Value out = b.splat_f(0, {t, {p.n, p.oh, p.ow, p.c}});
-  if (p.n * p.c * p.oh * p.ow == 0 || p.h * p.w == 0) return {b.transpose(out, {0, 3, 1, 2})};
-  Value img = image_rows(b, input);
-  for (const auto& ty : p.ys)
-    for (const auto& tx : p.xs) {
-      Value valid = b.binary("and", tx.valid, ty.valid);
-      Value v = tap_pixels(b, p, img, tx, ty, valid);
-      out = b.add(out, b.mul(v, per_channel(b, b.mul(tx.w, ty.w), p.c)));
-    }
-  return {b.transpose(out, {0, 3, 1, 2})};
+  auto od = p.out_dims();
+  od.push_back(p.c);
+  Value out = b.splat_f(0, {t, od});
+  if (!empty(p)) {
+    Value img = b.reshape(b.transpose(input, to_channels_last(input.rank())), {p.n * numel_of(p.in), p.c});
+    for (const auto& tp : taps(b, p))
+      out = b.add(out, b.mul(tap_pixels(b, p, img, tp), per_channel(b, tp.w, p.c)));
+  }
+  return {b.transpose(out, to_channels_first(out.rank()))};
 }
 
-// grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
-//                          padding_mode, align_corners, output_mask)
+// grid_sampler_{2,3}d_backward(grad_output, input, grid, interpolation_mode,
+//                              padding_mode, align_corners, output_mask)
 std::vector<Value> backward(Ctx& c) {
   hlo::Builder& b = c.b;
   ElemType t = float_opmath(c.dtype(1));
   Value input = cast(b, c.tensor(1), t), grid = cast(b, c.tensor(2), t);
-  Value go = b.transpose(cast(b, c.tensor(0), t), {0, 2, 3, 1});  // [N, OH, OW, C]
-  Opts o = opts(c, 3);
+  int64_t rank = input.rank();
+  Value go = b.transpose(cast(b, c.tensor(0), t), to_channels_last(rank));  // [N, *out, C]
+  Opts o = opts(c, 3, rank - 2);
   Plan p = plan(b, input, grid, o);
-  Value gin = b.splat_f(0, {t, {p.n * p.h * p.w, p.c}});
   Value ggrid = b.splat_f(0, {t, grid.dims()});
-  if (p.n * p.c * p.oh * p.ow == 0 || p.h * p.w == 0)
-    return {b.reshape(b.splat_f(0, {t, input.dims()}), input.dims()), ggrid};
-  Value img = image_rows(b, input);
-  std::vector<int64_t> od = {p.n, p.oh, p.ow};
-  Value gx = b.splat_f(0, {t, od}), gy = b.splat_f(0, {t, od});
+  if (empty(p)) return {b.splat_f(0, {t, input.dims()}), ggrid};
+  int64_t rows_in = p.n * numel_of(p.in);
+  Value img = b.reshape(b.transpose(input, to_channels_last(rank)), {rows_in, p.c});
+  Value gin = b.splat_f(0, {t, {rows_in, p.c}});
   bool grid_grad = o.interp != kNearest;
-  for (const auto& ty : p.ys)
-    for (const auto& tx : p.xs) {
-      Value valid = b.binary("and", tx.valid, ty.valid);
-      Value vmask = per_channel(b, valid, p.c);
-      Value upd = b.mul(go, per_channel(b, b.mul(tx.w, ty.w), p.c));
-      upd = b.select(vmask, upd, zeros_like(b, upd));
-      gin = rows::scatter_add(b, gin, flat_index(b, p, tx, ty),
-                              b.reshape(upd, {p.n * p.oh * p.ow, p.c}));
-      if (!grid_grad) continue;
-      // sum over channels of pixel * grad_output
-      Value pg = reduce_sum(b, b.mul(tap_pixels(b, p, img, tx, ty, valid), go), {3}, false);
-      gx = b.add(gx, b.mul(pg, b.mul(tx.dw, ty.w)));
-      gy = b.add(gy, b.mul(pg, b.mul(tx.w, ty.dw)));
-    }
-  if (grid_grad) {
-    gx = b.reshape(b.mul(gx, p.mult_x), {p.n, p.oh, p.ow, 1});
-    gy = b.reshape(b.mul(gy, p.mult_y), {p.n, p.oh, p.ow, 1});
-    ggrid = b.concatenate({gx, gy}, 3);
+  std::vector<Value> gc(p.nsp, b.splat_f(0, {t, p.out_dims()}));
+  for (const auto& tp : taps(b, p)) {
+    Value upd = b.mul(go, per_channel(b, tp.w, p.c));
+    upd = b.select(per_channel(b, tp.valid, p.c), upd, zeros_like(b, upd));
+    gin = rows::scatter_add(b, gin, tp.flat, b.reshape(upd, {p.out_count(), p.c}));
+    if (!grid_grad) continue;
+    // sum over channels of pixel * grad_output
+    Value pg = reduce_sum(b, b.mul(tap_pixels(b, p, img, tp), go), {rank - 1}, false);
+    for (int64_t a = 0; a < p.nsp; ++a) gc[a] = b.add(gc[a], b.mul(pg, tp.dw[a]));
   }
-  gin = b.transpose(b.reshape(gin, {p.n, p.h, p.w, p.c}), {0, 3, 1, 2});
+  if (grid_grad) {
+    auto cd = p.out_dims();
+    cd.push_back(1);
+    std::vector<Value> comps;  // grid order: x (last input axis) first
+    for (int64_t a = p.nsp - 1; a >= 0; --a) comps.push_back(b.reshape(b.mul(gc[a], p.mult[a]), cd));
+    ggrid = b.concatenate(comps, rank - 1);
+  }
+  std::vector<int64_t> cl = {p.n};
+  cl.insert(cl.end(), p.in.begin(), p.in.end());
+  cl.push_back(p.c);
+  gin = b.transpose(b.reshape(gin, cl), to_channels_first(rank));
   return {gin, ggrid};
 }
 
 }  // namespace
 
 void register_grid_sample() {
-  add("grid_sampler_2d", forward);
-  add("grid_sampler_2d_backward", backward);
+  for (const char* d : {"2d", "3d"}) {
+    add(std::string("grid_sampler_") + d, forward);
+    add(std::string("grid_sampler_") + d + "_backward", backward);
+  }
 }
 
 }  // namespace tpu::lower

@@ -52,6 +52,22 @@ def test_grid_sample(mode, padding, align):
           x, grid, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d(mode, padding, align):
+    x = torch.randn(2, 2, 3, 4, 5)
+    grid = torch.rand(2, 3, 2, 4, 3) * 2.6 - 1.3
+    check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=align),
+          x, grid, atol=1e-4)
+
+
+def test_grid_sample_3d_bicubic_rejected():
+    x, grid = torch.randn(1, 1, 2, 2, 2).to("tpu"), torch.zeros(1, 1, 1, 1, 3).to("tpu")
+    with pytest.raises(RuntimeError, match="bicubic"):
+        F.grid_sample(x, grid, mode="bicubic", align_corners=False)
+
+
 def test_grid_sample_bfloat16():
     x = torch.randn(1, 2, 4, 5).bfloat16()
     grid = (torch.rand(1, 3, 3, 2) * 2 - 1).bfloat16()
