@@ -7,7 +7,9 @@
 // Max pooling walks the offsets of the widest bin box in row-major order,
 // keeping "strictly greater, or NaN" (PyTorch's rule: the first maximum wins,
 // a NaN wins). Each offset's values are gathered along each spatial axis;
-// its flat plane indices are a host constant. Bins narrower than the widest
+// its flat plane indices are a host constant (an earlier separable version
+// gathered a constant index tensor per axis, and the XLA CPU compiler
+// scrambled rows of the selected indices). Bins narrower than the widest
 // repeat their last position, which can neither win a strict comparison nor
 // move a NaN's index past PyTorch's.
 #include "lower/rows.h"
