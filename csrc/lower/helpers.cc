@@ -211,6 +211,10 @@ void register_all() {
   register_misc_math();
   register_distributions();
   register_order_stats();
+  register_distance();
+  register_grid_sample();
+  register_adaptive_pool();
+  register_fold();
 }
 
 }  // namespace tpu::lower

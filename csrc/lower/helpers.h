@@ -81,5 +81,10 @@ void register_cumulative();
 void register_misc_math();
 void register_distributions();
 void register_order_stats();
+// distance.cc, grid_sample.cc, adaptive_pool.cc, fold.cc.
+void register_distance();
+void register_grid_sample();
+void register_adaptive_pool();
+void register_fold();
 
 }  // namespace tpu::lower
