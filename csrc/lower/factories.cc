@@ -4,6 +4,33 @@
 
 namespace tpu::lower {
 
+namespace {
+
+// The points of linspace as PyTorch's CPU kernel computes them: in the result's
+// float type (in double for integer results, from endpoints first converted to
+// the integer type), the first half counted up from start and the second half
+// down from end, so that both endpoints are exact.
+Value evenly_spaced(Ctx& c, Value out) {
+  hlo::Builder& b = c.b;
+  const ElemType t = out.elem();
+  const bool fl = hlo::is_float(t) || hlo::is_complex(t);
+  const ElemType ct = fl ? t : ElemType::F64;
+  const int64_t n = out.rank() == 1 ? out.dims()[0] : 0;
+  auto endpoint = [&](size_t i) { return fl ? c.scalar(i, ct) : b.convert(c.scalar(i, t), ct); };
+  Value start = endpoint(0), end = endpoint(1);
+  if (n <= 1) return bcast(b, start, out.dims());
+  Value step = b.div(b.sub(end, start), b.constant_f(static_cast<double>(n - 1), ct));
+  hlo::TensorType it{ElemType::S64, out.dims()};
+  Value idx = b.iota(it, 0);
+  Value up = b.add(bcast(b, start, out.dims()), b.mul(bcast(b, step, out.dims()), b.convert(idx, ct)));
+  Value back = b.convert(b.sub(b.splat_i(n - 1, it), idx), ct);
+  Value down = b.sub(bcast(b, end, out.dims()), b.mul(bcast(b, step, out.dims()), back));
+  Value first_half = b.compare(idx, b.splat_i(n / 2, it), hlo::Cmp::LT);
+  return b.select(first_half, up, down);
+}
+
+}  // namespace
+
 void register_factories() {
   // arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out)
   // The length comes from the (already sized) out tensor; start and step are
@@ -16,6 +43,19 @@ void register_factories() {
     Value start = bcast(c.b, c.scalar(0, acc), out.dims());
     Value step = bcast(c.b, c.scalar(2, acc), out.dims());
     return {cast(c.b, c.b.add(start, c.b.mul(i, step)), t)};
+  });
+  // linspace.out(Scalar start, Scalar end, int steps, *, out) and
+  // logspace.out(..., float base, *, out); the tensor-endpoint overloads reach
+  // these too. Start, end and base are runtime values.
+  add("linspace.out", [](Ctx& c) -> std::vector<Value> {
+    Value out = c.tensor(3);
+    return {cast(c.b, evenly_spaced(c, out), out.elem())};
+  });
+  add("logspace.out", [](Ctx& c) -> std::vector<Value> {
+    Value out = c.tensor(4);
+    Value e = c.b.convert(evenly_spaced(c, out), ElemType::F64);
+    Value base = bcast(c.b, c.scalar(3, ElemType::F64), out.dims());
+    return {cast(c.b, c.b.binary("power", base, e), out.elem())};
   });
   // eye.m_out(n, m, *, out) / eye.out(n, *, out): the out tensor carries the shape.
   auto eye = [](Ctx& c) -> std::vector<Value> {

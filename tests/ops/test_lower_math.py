@@ -82,3 +82,16 @@ def test_polygamma_over_negative_and_positive_x(n):
     x = torch.tensor([-8.47, -3.7, -0.5, -0.01, 0.0, 0.3, 2.5, 8.4])
     check(lambda t: torch.polygamma(n, t), x, grad=False, rtol=1e-4, atol=1e-5)
     check(lambda t: torch.polygamma(n, t), x[x != 0], grad=True, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("start,end,steps", [(0, 1, 5), (-3.5, 7.25, 11), (2, -2, 2), (1, 1, 1), (0, 1, 0)])
+def test_linspace_and_logspace_on_device(start, end, steps):
+    # Start/end/base are runtime values: the same program serves other endpoints.
+    from conftest import assert_close_cpu
+    for dtype in (torch.float32, torch.float64):
+        assert_close_cpu(torch.linspace(start, end, steps, dtype=dtype, device="tpu"),
+                         torch.linspace(start, end, steps, dtype=dtype))
+        assert_close_cpu(torch.logspace(start, end, steps, base=2.0, dtype=dtype, device="tpu"),
+                         torch.logspace(start, end, steps, base=2.0, dtype=dtype), rtol=1e-5, atol=1e-6)
+    assert_close_cpu(torch.linspace(start, end, steps, device="tpu").to(torch.int64),
+                     torch.linspace(start, end, steps).to(torch.int64))
