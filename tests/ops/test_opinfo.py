@@ -21,6 +21,10 @@ SUBSET = [
     # op-coverage batch 2
     "prod", "asin", "logaddexp", "copysign", "floor_divide", "nan_to_num",
     "nn.functional.pad", "nn.functional.embedding_bag", "cummax", "lerp",
+    # op-coverage batch 3
+    "cdist", "nn.functional.grid_sample", "nn.functional.adaptive_max_pool2d",
+    "nn.functional.unfold", "median", "aminmax", "polygamma", "linspace",
+    "nn.functional.scaled_dot_product_attention",
 ]
 
 _DB = {}
