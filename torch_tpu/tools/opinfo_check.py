@@ -33,7 +33,7 @@ TOLERANCES = {
 
 # Gradients chain more float operations than the forward (a softmax's backward
 # sums over the keys twice): their float32 absolute tolerance is wider.
-GRAD_TOLERANCES = dict(TOLERANCES, **{torch.float32: dict(rtol=1e-4, atol=5e-5)})
+GRAD_TOLERANCES = {**TOLERANCES, torch.float32: dict(rtol=1e-4, atol=5e-5)}
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64,
           "bool": torch.bool}
