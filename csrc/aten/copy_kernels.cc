@@ -23,9 +23,26 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src, bool non_blocking
   op_kernel(op, &stack);
 }
 
+// PyTorch's lazy conjugate and negative views (is_conj / is_neg) share their
+// base's buffer: the bit is on the tensor, not in the data. ATen's Conjugate
+// and Negative fallbacks pass copy_ through and resolve_conj / resolve_neg are
+// copies, so copy_ is where the bits turn into values: the destination's
+// buffer must hold conj/neg (per dst's bits) of src's logical values.
+bool has_lazy_bits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
+
+// The values dst's buffer must hold for it to read as `logical` (no bits).
+at::Tensor physical_for(const at::Tensor& dst, at::Tensor logical) {
+  if (dst.is_conj()) logical = at::conj_physical(logical);
+  if (dst.is_neg()) logical = at::neg(logical);
+  return logical;
+}
+
 void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor values = src;
+  if (has_lazy_bits(src) || has_lazy_bits(dst))
+    values = physical_for(dst, src.resolve_conj().resolve_neg());
   // Convert and lay out on the host, then one transfer.
-  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  at::Tensor host = values.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   engine::Slot* slot = slot_of(dst);
   hlo::ElemType elem = lower::to_elem(dst.scalar_type());
   int64_t length = slot->nbytes() / static_cast<int64_t>(engine::elem_size(elem));
@@ -59,6 +76,17 @@ at::Tensor to_host(const at::Tensor& self) {
   return out;
 }
 
+at::Tensor resolve_lazy_bits(const at::Tensor& t) {
+  if (!has_lazy_bits(t)) return t;
+  // The buffer's values into a plain tensor, then the bits applied as values
+  // (ops on a tensor without bits, so this does not come back here).
+  at::Tensor plain = at::empty(t.sizes(), t.options());
+  device_copy(plain, t, false);
+  if (t.is_conj()) plain = at::conj_physical(plain);
+  if (t.is_neg()) plain = at::neg(plain);
+  return plain;
+}
+
 namespace {
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
@@ -67,6 +95,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     if (self.device() != src.device()) {
       // PJRT does not move buffers between devices: stage through the host.
       host_to_device(self, to_host(src));
+    } else if (has_lazy_bits(self) || has_lazy_bits(src)) {
+      device_copy(self, physical_for(self, resolve_lazy_bits(src)), non_blocking);
     } else {
       device_copy(self, src, non_blocking);
     }
@@ -75,7 +105,11 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     host_to_device(self, src);
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy from tpu to ", self.device(), " is not supported");
-    self.copy_(to_host(src));
+    // to_host reads the buffer; the CPU copy_ then resolves both sides' bits.
+    at::Tensor host = to_host(src);
+    if (src.is_conj()) host = host.conj();
+    if (src.is_neg()) host = host._neg_view();
+    self.copy_(host);
   }
   return self;
 }

@@ -21,5 +21,9 @@ c10::List<std::optional<at::Tensor>> expand_index_masks(
     const c10::List<std::optional<at::Tensor>>& indices, c10::Device device);
 // A dense CPU copy of a tpu tensor (same dtype and sizes).
 at::Tensor to_host(const at::Tensor& self);
+// A tpu tensor's logical values as a plain tensor: PyTorch's lazy conjugate
+// and negative bits (is_conj, is_neg) applied to the data. `t` itself when it
+// has neither.
+at::Tensor resolve_lazy_bits(const at::Tensor& t);
 
 }  // namespace tpu::aten

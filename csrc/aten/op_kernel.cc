@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "aten/deferred_graph.h"
+#include "aten/kernels.h"
 #include "aten/op_call.h"
 #include "aten/tpu_tensor.h"
 #include "engine/execution_mode.h"
@@ -117,9 +118,38 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, ElemType elem, in
   return buf;
 }
 
+namespace {
+
+// PyTorch's Conjugate and Negative fallbacks resolve lazy conj/neg bits before
+// most ops but let a few through (clone, mm, bmm, addmm, dot, ...) for the
+// kernel to honour. Lowerings read buffers, so read-only tensor inputs with a
+// bit are resolved first. copy_ handles the bits itself (copy_kernels.cc).
+void resolve_input_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  if (op.schema().name() == "aten::copy_" || stack->size() < args.size()) return;
+  const size_t base = stack->size() - args.size();
+  auto resolved = [](const at::Tensor& t) {
+    return t.defined() && (t.is_conj() || t.is_neg()) ? resolve_lazy_bits(t) : t;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) continue;
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (t.defined() && (t.is_conj() || t.is_neg())) v = resolve_lazy_bits(t);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) list.set(j, resolved(list.get(j)));
+    }
+  }
+}
+
+}  // namespace
+
 void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpInfo* info = op_info(op);
   TORCH_CHECK(info, "internal error: no lowering for ", full_name(op.schema().operator_name()));
+  resolve_input_bits(op, stack);
   Call c(op, *info, stack);
   try {
     if (engine::current_mode() == engine::Mode::kDeferAndFuse) {

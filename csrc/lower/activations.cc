@@ -235,10 +235,18 @@ void register_activations() {
     Value out = b.binary("or", b.compare(x, eps, Cmp::LT), b.compare(x, b.sub(k(b, 1, x), eps), Cmp::GT));
     return b.select(out, zeros_like(b, d), d);
   }));
-  // sgn: sign for real dtypes (l1_loss's backward).
+  // sgn: sign for real dtypes (l1_loss's backward); z / |z| (0 at 0) for
+  // complex ones (abs's backward, e.g. of |fft(x)|).
   add("sgn", [](Ctx& c) -> std::vector<Value> {
     Value x = c.tensor(0);
-    TORCH_CHECK(!hlo::is_complex(x.elem()), "sgn: complex inputs are not lowered yet");
+    hlo::Builder& b = c.b;
+    if (hlo::is_complex(x.elem())) {
+      Value mag = b.unary("abs", x);
+      Value zero = b.compare(mag, zeros_like(b, mag), Cmp::EQ);
+      Value safe = b.select(zero, k(b, 1, mag), mag);
+      Value q = b.div(x, b.generic("complex", {safe, zeros_like(b, safe)}, "", x.type));
+      return {b.select(zero, zeros_like(b, x), q)};
+    }
     if (x.elem() == ElemType::PRED) return {x};
     return {c.b.unary("sign", cast(c.b, x, opmath(x.elem())))};
   });

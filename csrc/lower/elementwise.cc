@@ -223,6 +223,11 @@ void register_elementwise() {
   add("bitwise_not", [](Ctx& c) -> std::vector<Value> { return {c.b.unary("not", c.tensor(0))}; });
 
   add("neg", unary_same([](hlo::Builder& b, Value x) { return b.neg(x); }));
+  // The physical conjugate; copy_ uses it to resolve PyTorch's lazy conj bit.
+  add("conj_physical", unary_same([](hlo::Builder& b, Value x) {
+        if (!hlo::is_complex(x.elem())) return x;
+        return b.generic("complex", {b.unary("real", x), b.neg(b.unary("imag", x))}, "", x.type);
+      }));
   add("abs", unary_same([](hlo::Builder& b, Value x) {
         return x.elem() == ElemType::PRED ? x : b.unary("abs", x);
       }));

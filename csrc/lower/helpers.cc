@@ -215,6 +215,7 @@ void register_all() {
   register_grid_sample();
   register_adaptive_pool();
   register_fold();
+  register_fft();
 }
 
 }  // namespace tpu::lower

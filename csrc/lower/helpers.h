@@ -86,5 +86,7 @@ void register_distance();
 void register_grid_sample();
 void register_adaptive_pool();
 void register_fold();
+// fft.cc.
+void register_fft();
 
 }  // namespace tpu::lower

@@ -29,6 +29,9 @@ TOLERANCES = {
     torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
     torch.float16: dict(rtol=1e-2, atol=1e-2),
     torch.float64: dict(rtol=1e-7, atol=1e-7),
+    # Complex results are compared as their float components are (FFT outputs).
+    torch.complex64: dict(rtol=1e-4, atol=1e-5),
+    torch.complex128: dict(rtol=1e-7, atol=1e-7),
 }
 
 # Gradients chain more float operations than the forward (a softmax's backward
