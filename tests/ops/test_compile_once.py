@@ -91,7 +91,9 @@ def test_optimizer_lr_changes_do_not_recompile():
 
 def _unlowered_op():
     lowered = set(torch_tpu.debug.lowered_ops())
-    candidates = [("aten::i0", torch.i0), ("aten::erfinv", lambda x: torch.erfinv(x * 0.1)),
+    candidates = [("aten::angle", torch.angle), ("aten::histc", lambda x: torch.histc(x, bins=4)),
+                  ("aten::_logcumsumexp", lambda x: torch.logcumsumexp(x, 0)),
+                  ("aten::i0", torch.i0), ("aten::erfinv", lambda x: torch.erfinv(x * 0.1)),
                   ("aten::digamma", lambda x: torch.digamma(x.abs() + 1)),
                   ("aten::lgamma", lambda x: torch.lgamma(x.abs() + 1))]
     for name, fn in candidates:
