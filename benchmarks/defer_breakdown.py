@@ -1,0 +1,61 @@
+"""Where a Defer & Fuse training step spends its time: recording forward+backward,
+recording the optimizer step (which launches the fused program asynchronously),
+and waiting for the device. A script, not a test.
+
+    python benchmarks/defer_breakdown.py [--steps 8] [--layers 4 --width 256 --context 128 --batch 8]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    args = p.parse_args()
+
+    import torch
+    import torch_tpu
+    from examples.mingpt.model import GPT, GPTConfig
+
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
+                    n_head=args.heads, n_embd=args.width)
+    model = GPT(cfg).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    x = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
+    y = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
+    parts = []
+    for i in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        t1 = time.perf_counter()
+        opt.step()  # flushes: the fused program is launched, not awaited
+        t2 = time.perf_counter()
+        torch.tpu.synchronize()
+        t3 = time.perf_counter()
+        if i >= args.warmup:
+            parts.append((t1 - t0, t2 - t1, t3 - t2, t3 - t0))
+    names = ("record forward+backward", "record optimizer + launch", "device wait", "step")
+    for k, name in enumerate(names):
+        print(f"{name:28s} {statistics.median(p[k] for p in parts) * 1e3:8.1f} ms")
+    m = torch_tpu.debug.metrics()
+    print(f"fused graphs run {m['fused_graphs_run']}, largest {m['largest_fused_graph']} ops, "
+          f"fused cache misses {m['fused_cache_misses']}")
+
+
+if __name__ == "__main__":
+    main()
