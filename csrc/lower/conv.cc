@@ -178,6 +178,13 @@ void register_conv() {
     std::vector<int64_t> ks(w.dims().begin() + 2, w.dims().end());
     Value gx = zeros_like(b, x), gw = zeros_like(b, w);
     if (mask.get(0)) gx = g.transposed ? conv_forward(b, gy, w, g) : conv_transpose(b, gy, w, g, in_sp);
+    if (mask.get(0) && g.transposed && gx.dims() != x.dims()) {
+      // An output_padding of at least the stride (allowed when below the
+      // dilation) adds output rows no input position produced: the forward conv
+      // of grad_output then yields positions past the input, which get no grad.
+      std::vector<int64_t> start(x.rank(), 0);
+      gx = b.slice(gx, start, x.dims(), std::vector<int64_t>(x.rank(), 1));
+    }
     if (mask.get(1)) gw = g.transposed ? conv_weight_grad(b, gy, x, g, ks) : conv_weight_grad(b, x, gy, g, ks);
     std::vector<int64_t> red = {0};
     for (int64_t i = 2; i < gy.rank(); ++i) red.push_back(i);

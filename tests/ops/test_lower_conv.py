@@ -58,3 +58,12 @@ def test_conv2d_bf16_forward():
     x = torch.randn(2, 3, 8, 8).bfloat16()
     w = torch.randn(4, 3, 3, 3).bfloat16()
     check(lambda x, w: F.conv2d(x, w, None, 1, 1), x, w, grad=False, atol=5e-2, rtol=2e-2)
+
+
+def test_transposed_conv_grad_with_output_padding_at_least_the_stride():
+    # output_padding may reach the stride when it stays below the dilation; the
+    # extra output rows then map past the input and must not widen its gradient.
+    x = torch.randn(2, 2, 4, 4)
+    w = torch.randn(2, 2, 4, 5)
+    check(lambda a, k: F.conv_transpose2d(a, k, stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
+                                          groups=2, dilation=(4, 4)), x, w, atol=1e-4, rtol=1e-4)
