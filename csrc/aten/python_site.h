@@ -1,5 +1,6 @@
 // The user's Python line that caused the current C++ call, for reports such as
 // "aten::foo fell back to the CPU first at train.py:42 in step".
+// Implemented in python_stack.cc, which owns walking Python frames.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 #include "aten/python_stack.h"
 
+#include "aten/python_site.h"
+
 #include <Python.h>
 #include <frameobject.h>
 
@@ -89,6 +91,34 @@ PyStack PyStack::capture() {
   Py_XDECREF(f);
   PyGILState_Release(gil);
   return out;
+}
+
+// python_site.h: the innermost user frame, or else the innermost frame at all.
+std::string python_site() {
+  if (!Py_IsInitialized()) return "";
+  if (PyGILState_GetThisThreadState() == nullptr)
+    return "<no Python frame: called from a C++ thread>";
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::string innermost, user;
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(f);
+  while (f != nullptr && user.empty()) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    const CodeSite* site = site_of(code);
+    Py_DECREF(code);
+    std::string where =
+        site->file + ":" + std::to_string(PyFrame_GetLineNumber(f)) + " in " + site->name;
+    if (innermost.empty()) innermost = where;
+    if (site->user) user = where;
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  PyGILState_Release(gil);
+  if (!user.empty()) return user;
+  return innermost.empty() ? "<no Python frame: called from C++ (e.g. autograd backward)>"
+                           : innermost;
 }
 
 std::string PyStack::format() const {
