@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs what torch_tpu needs and builds it in place (incremental on re-runs).
-# torch==2.13.0 is pinned: a bare `torch` would pull a multi-GB CUDA build.
+# Creates the project's virtual environment (.venv) when it is missing, installs what
+# torch_tpu needs into it and builds the extension in place (incremental on re-runs).
+#   bash scripts/install.sh         # what the demo needs
+#   bash scripts/install.sh test    # plus everything the tests import
+# Nothing outside .venv is used, so a package installed by hand elsewhere cannot
+# make a fresh machine look ready when it is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q torch==2.13.0 xla-cpu-pjrt setuptools wheel cmake ninja pytest numpy
+what=${1:-run}
+[ -x .venv/bin/python ] || python3 -m venv .venv
+py=.venv/bin/python
+"$py" -m pip install -q --disable-pip-version-check -r "requirements/$what.txt"
 command -v ccache >/dev/null || (apt-get install -y -q ccache >/dev/null 2>&1 || true)
-python3 -m pip install -q --no-build-isolation -e .
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .

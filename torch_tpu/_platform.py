@@ -43,3 +43,13 @@ def cpu_device_count():
     if n < 1:
         raise ValueError(f"TORCH_TPU_CPU_DEVICES must be a positive integer, got {raw!r}")
     return n
+
+
+def plugin_logs():
+    """TORCH_TPU_LOG_LEVEL=info (or debug) lets the PJRT plugin's start-up log lines
+    (absl INFO lines, "All log messages before absl::InitializeLog()...") reach stderr;
+    by default they are held back and shown only if the plugin fails to start."""
+    level = os.environ.get("TORCH_TPU_LOG_LEVEL", "warning").strip().lower()
+    if level not in ("debug", "info", "warning", "error"):
+        raise ValueError(f"TORCH_TPU_LOG_LEVEL must be debug, info, warning or error, got {level!r}")
+    return level in ("debug", "info")

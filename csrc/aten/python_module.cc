@@ -80,8 +80,9 @@ PYBIND11_MODULE(_C, m) {
     tpu::aten::register_hooks();
     tpu::aten::register_all_kernels();
   });
-  m.def("_configure", [](const std::string& platform, const std::string& path, int64_t cpu_devices) {
-    Runtime::get().configure(platform, path, cpu_devices);
+  m.def("_configure", [](const std::string& platform, const std::string& path, int64_t cpu_devices,
+                         bool plugin_logs) {
+    Runtime::get().configure(platform, path, cpu_devices, plugin_logs);
   });
   m.def("_initialized", [] { return Runtime::get().initialized(); });
   m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });

@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "pjrt/stderr_capture.h"
+
 namespace tpu::engine {
 
 namespace {
@@ -19,7 +21,7 @@ Runtime& Runtime::get() {
 Runtime::Runtime() : mem_(64) { pthread_atfork(nullptr, nullptr, on_fork_child); }
 
 void Runtime::configure(const std::string& platform, const std::string& plugin_path,
-                        int64_t cpu_device_count) {
+                        int64_t cpu_device_count, bool plugin_logs) {
   std::lock_guard<std::mutex> g(mu_);
   if (client_) {
     if (plugin_path != plugin_path_)
@@ -30,6 +32,7 @@ void Runtime::configure(const std::string& platform, const std::string& plugin_p
   platform_ = platform;
   plugin_path_ = plugin_path;
   cpu_device_count_ = cpu_device_count;
+  plugin_logs_ = plugin_logs;
   init_error_.clear();
 }
 
@@ -55,14 +58,18 @@ pjrt::Client& Runtime::client() {
   if (plugin_path_.empty())
     throw pjrt::Error(PJRT_Error_Code_FAILED_PRECONDITION,
                       "torch_tpu: no PJRT plugin configured; import torch_tpu first");
+  // The plugin's start-up log lines are noise to a user; they are shown only when
+  // the start fails, or always with TORCH_TPU_LOG_LEVEL=info.
+  pjrt::StderrCapture quiet(!plugin_logs_);
   try {
     auto plugin = pjrt::Plugin::load(plugin_path_);
     pjrt::ClientOptions opts;
     if (platform_ == "cpu") opts["cpu_device_count"] = cpu_device_count_;
     client_ = pjrt::Client::create(plugin, opts);
   } catch (const pjrt::Error& e) {
+    std::string logs = quiet.release();
     init_error_ = std::string("torch_tpu: cannot start the '") + platform_ +
-                  "' platform: " + e.what();
+                  "' platform: " + e.what() + (logs.empty() ? "" : "\nplugin log:\n" + logs);
     throw pjrt::Error(e.code(), init_error_);
   }
   return *client_;

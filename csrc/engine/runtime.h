@@ -21,9 +21,10 @@ class Runtime {
   static Runtime& get();
 
   // `platform`: the name the user asked for ("cpu", "tpu", "cuda" or a path);
-  // `plugin_path`: the shared library; `cpu_device_count` for the CPU plugin.
+  // `plugin_path`: the shared library; `cpu_device_count` for the CPU plugin;
+  // `plugin_logs`: let the plugin's start-up logging reach stderr.
   void configure(const std::string& platform, const std::string& plugin_path,
-                 int64_t cpu_device_count);
+                 int64_t cpu_device_count, bool plugin_logs = false);
   bool configured() const;
   bool initialized() const;
 
@@ -50,6 +51,7 @@ class Runtime {
   mutable std::mutex mu_;
   std::string platform_, plugin_path_;
   int64_t cpu_device_count_ = 1;
+  bool plugin_logs_ = false;
   std::shared_ptr<pjrt::Client> client_;
   std::string init_error_;
   bool forked_ = false;

@@ -117,3 +117,31 @@ def test_launch_blocking_off_by_default():
     r = run_python("import torch, torch_tpu; print('BLOCKING', torch_tpu._C._launch_blocking())",
                    env={"TORCH_TPU_LAUNCH_BLOCKING": "0", "TPU_LAUNCH_BLOCKING": "0"})
     assert "BLOCKING False" in r.stdout, r.stderr
+
+
+def test_import_and_first_op_print_nothing():
+    # The PJRT plugin logs through absl on start-up; a user must not see it.
+    code = """
+        import torch
+        x = torch.ones(3, device="tpu")
+        print("RESULT", (x + 1).sum().item())
+    """
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert "RESULT 6.0" in r.stdout
+    assert r.stderr == "", r.stderr
+
+
+def test_log_level_info_shows_the_plugin_log():
+    r = run_python("""
+        import torch
+        print("RESULT", torch.ones(3, device="tpu").sum().item())
+    """, env={"TORCH_TPU_LOG_LEVEL": "info"})
+    assert r.returncode == 0, r.stderr
+    assert "cpu_device_count" in r.stderr
+
+
+def test_bad_log_level_is_a_clear_error():
+    r = run_python("import torch_tpu", env={"TORCH_TPU_LOG_LEVEL": "loud"})
+    assert r.returncode != 0
+    assert "TORCH_TPU_LOG_LEVEL must be" in r.stderr
