@@ -62,6 +62,17 @@ _BOTH_MODES = ("ops", "models", "modes")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
+    config.addinivalue_line("markers", "slow: heavier checks, deselected unless -m selects them")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests run only when a -m expression is given (e.g. -m slow, or -m "slow or not slow")."""
+    if config.option.markexpr:
+        return
+    keep = [i for i in items if not i.get_closest_marker("slow")]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("slow")])
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True)

@@ -33,6 +33,9 @@ from . import _tied_parameters  # noqa: E402
 _tied_parameters._install()
 from . import _multiprocessing  # noqa: E402
 _multiprocessing._install()
+from . import distributed  # noqa: E402  (the `tpu` / `tpu_dist` process-group backend)
+
+distributed._register()
 
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -20,6 +20,9 @@ void register_hooks();
 void bind_modes(pybind11::module& m);
 void install_flush_hook();
 }
+namespace tpu::dist {
+void bind_distributed(pybind11::module& m);
+}
 
 namespace py = pybind11;
 using tpu::engine::Runtime;
@@ -75,6 +78,7 @@ py::dict metrics_dict() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   tpu::aten::bind_modes(m);
+  tpu::dist::bind_distributed(m);
   m.def("_register", [] {
     tpu::aten::install_flush_hook();
     tpu::aten::register_hooks();
