@@ -52,8 +52,8 @@ def build_model(args, data, device="cpu"):
     return GPT(cfg).to(device)
 
 
-def optimizer(args, params):
-    return torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+def optimizer(args, params, foreach=None):
+    return torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01, foreach=foreach)
 
 
 class Batches:
@@ -89,12 +89,23 @@ def reference_params(args, data, micro_steps=1):
     return dict(model.named_parameters())
 
 
-def compare_params(got, want, rtol=2e-4, atol=2e-5):
-    """Fails unless every parameter matches (got: name -> full tensor on any device)."""
+def compare_params(got, want, lr, steps, rtol=2e-4, atol=2e-5):
+    """Fails unless every parameter matches (got: name -> full tensor on any device).
+
+    One exception: the key part of each attention's qkv bias has a zero gradient
+    in exact arithmetic (softmax ignores a constant added to every score), so
+    AdamW turns either run's rounding noise there into steps of up to lr; those
+    entries need only agree within lr * steps."""
     worst = 0.0
     for name, w in want.items():
         g = got[name].detach().cpu().float()
         w = w.detach().float()
+        if name.endswith("attn.qkv.bias"):
+            c = w.numel() // 3
+            torch.testing.assert_close(g[c:2 * c], w[c:2 * c], rtol=0, atol=lr * steps,
+                                       msg=lambda m: f"{name} (key part): {m}")
+            g = torch.cat([g[:c], g[2 * c:]])
+            w = torch.cat([w[:c], w[2 * c:]])
         torch.testing.assert_close(g, w, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
         worst = max(worst, (g - w).abs().max().item())
     print(f"check: {len(want)} parameters equal the single-process CPU run "

@@ -55,7 +55,7 @@ def main():
     if args.check:
         want = reference_params(args, chars, micro_steps=args.accum)
         got = dict(model.module.named_parameters())
-        compare_params(got, want)
+        compare_params(got, want, args.lr, args.check_steps)
         # And every rank holds the same parameters.
         flat = torch.cat([q.detach().reshape(-1) for q in model.module.parameters()])
         lo, hi = flat.clone(), flat.clone()
