@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 def main():
     p = parser(__doc__)
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--warmup", type=int, default=0, help="steps left out of the step time")
     p.add_argument("--comm-hook", choices=["none", "allreduce"], default="none",
                    help="allreduce: torch's default_hooks.allreduce_hook (Python, on futures)")
     args = p.parse_args()
@@ -36,6 +37,10 @@ def main():
     steps = args.check_steps if args.check else args.steps
     start = time.perf_counter()
     for step in range(steps):
+        if step == args.warmup and step:
+            if device.type == "tpu":
+                torch.tpu.synchronize()
+            start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         for micro in range(args.accum):
             x, y = (shard(t, rank, world).to(device) for t in batches.next())
@@ -49,7 +54,7 @@ def main():
             print(f"step {step}: loss {loss.item():.4f}", flush=True)
     if device.type == "tpu":
         torch.tpu.synchronize()
-    per_step = (time.perf_counter() - start) / steps
+    per_step = (time.perf_counter() - start) / max(steps - args.warmup, 1)
     if rank == 0:
         print(f"{world} process(es): {per_step * 1e3:.1f} ms/step", flush=True)
     if args.check:
