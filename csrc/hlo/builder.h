@@ -130,6 +130,28 @@ class Builder {
                     const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, ElemType result);
 
+  // ---- in-program collectives (builder_collectives.cc) ------------------------
+  // `groups` are replica groups: each inner list names the replicas that
+  // exchange data (every replica in exactly one group, all groups one size,
+  // at least one group). A nonzero `channel_id` gives the op a channel handle
+  // (cross-partition programs need one; cross-replica ones do not).
+  Value all_reduce(Value x, ReduceOp op, const std::vector<std::vector<int64_t>>& groups,
+                   int64_t channel_id = 0);
+  // Concatenates the group's `x` along `dim` (that dimension grows group-size times).
+  Value all_gather(Value x, int64_t dim, const std::vector<std::vector<int64_t>>& groups,
+                   int64_t channel_id = 0);
+  // Reduces across the group, then each replica keeps its slice along `dim`.
+  Value reduce_scatter(Value x, int64_t dim, ReduceOp op,
+                       const std::vector<std::vector<int64_t>>& groups, int64_t channel_id = 0);
+  // Splits `x` along split_dim into group-size blocks, sends block j to the
+  // group's j-th replica, concatenates what arrives along concat_dim.
+  Value all_to_all(Value x, int64_t split_dim, int64_t concat_dim,
+                   const std::vector<std::vector<int64_t>>& groups, int64_t channel_id = 0);
+  // Sends `x` from each pair's source replica to its target; a replica that is
+  // no pair's target gets zeros.
+  Value collective_permute(Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                           int64_t channel_id = 0);
+
   // ---- reductions and regions ----------------------------------------------
   // Reduces `dims` away (result keeps the other dims in order).
   Value reduce(Value input, Value init, const std::vector<int64_t>& dims, ReduceOp op);

@@ -129,6 +129,12 @@ class Executable {
   // other inputs are passed as non-donatable. Throws Error on failure to launch.
   std::vector<std::shared_ptr<Buffer>> execute(const std::vector<Buffer*>& args, int device,
                                                const std::vector<int64_t>& donate = {}) const;
+  // Runs a program compiled with num_replicas = args.size() once on each of the
+  // client's first args.size() devices (replica i on device i), all launched
+  // by one call as in-program collectives need. args[i] are replica i's
+  // inputs (none donated); returns each replica's outputs.
+  std::vector<std::vector<std::shared_ptr<Buffer>>> execute_replicated(
+      const std::vector<std::vector<Buffer*>>& args) const;
   // Bytes that Client::deserialize() turns back into an equivalent executable.
   std::string serialize() const;
   // PJRT_Executable_Fingerprint, or "" when the plugin gives none.
