@@ -61,8 +61,13 @@ engine::Slot* slot_of(const at::Tensor& t) {
 }
 
 const std::shared_ptr<engine::Slot>& slot_ref(const at::Tensor& t) {
-  auto* h = static_cast<SlotHolder*>(t.storage().data_ptr().get_context());
-  TORCH_CHECK(h != nullptr, "tpu tensor without a device storage");
+  return slot_of_storage(*t.storage().unsafeGetStorageImpl());
+}
+
+const std::shared_ptr<engine::Slot>& slot_of_storage(const c10::StorageImpl& st) {
+  auto* h = static_cast<SlotHolder*>(st.data_ptr().get_context());
+  TORCH_CHECK(h != nullptr && st.data_ptr().get_deleter() == &delete_slot,
+              "tpu tensor without a device storage");
   return h->slot;
 }
 

@@ -4,6 +4,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/generator.h"
+#include "aten/kernels.h"
 #include "aten/tpu_tensor.h"
 #include "engine/executor.h"
 #include "engine/runtime.h"
@@ -94,8 +95,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   // non_blocking tpu -> cpu copies ask for pinned host memory; PJRT transfers
   // from any host memory, so ordinary CPU memory serves.
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // UntypedStorage.resize_ (FSDP2 frees and re-allocates parameters this way).
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    TORCH_CHECK(false, "resizing a tpu storage directly is not supported; use Tensor.resize_");
+    resize_storage_bytes(storage.unsafeGetStorageImpl(), static_cast<int64_t>(newsize));
   }
 };
 

@@ -55,54 +55,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   return at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(), t);
 }
 
-// A device program that copies the first `from` elements into a zero-padded
-// array of `to` elements (growing a storage keeps its contents).
-std::shared_ptr<pjrt::Buffer> grow(const std::shared_ptr<pjrt::Buffer>& buf, hlo::ElemType elem,
-                                   int64_t from, int64_t to, int device) {
-  static std::mutex mu;
-  static auto* progs = new std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>>();
-  std::string key = std::to_string(int(elem)) + ":" + std::to_string(from) + ":" + std::to_string(to);
-  std::shared_ptr<pjrt::Executable> exe;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = progs->find(key);
-    if (it != progs->end()) exe = it->second;
-  }
-  if (!exe) {
-    hlo::Builder b;
-    hlo::Value p = b.parameter({elem, {from}});
-    b.ret({b.pad(p, b.constant_i(0, elem), {0}, {to - from}, {0})});
-    exe = engine::compile_program(b.module_text(), "resize_");
-    std::lock_guard<std::mutex> g(mu);
-    (*progs)[key] = exe;
-  }
-  return engine::launch(*exe, {buf.get()}, device, "resize_")[0];
-}
-
-}  // namespace
-
-void resize_storage(const at::Tensor& self, int64_t new_nbytes) {
-  engine::Slot* slot = slot_of(self);
-  if (new_nbytes <= slot->nbytes()) return;
-  uint64_t addr = engine::reserve_address(new_nbytes);
-  std::shared_ptr<pjrt::Buffer> buf;
-  hlo::ElemType elem = slot->elem();
-  if (slot->has_buffer() && slot->length() > 0) {
-    int64_t size = static_cast<int64_t>(engine::elem_size(elem));
-    buf = grow(slot->buffer(), elem, slot->length(), new_nbytes / size, slot->device());
-  }
-  slot->reset(new_nbytes, addr, buf, elem);
-  c10::StorageImpl* st = self.storage().unsafeGetStorageImpl();
-  // Keep the DataPtr's context (the Slot) and device; only the address moves.
-  c10::DataPtr old = st->set_data_ptr(c10::DataPtr(nullptr, c10::Device(kTpu)));
-  c10::DataPtr moved(reinterpret_cast<void*>(addr), old.release_context(), old.get_deleter(),
-                     old.device());
-  st->set_data_ptr_noswap(std::move(moved));
-  st->set_nbytes(new_nbytes);
-}
-
-namespace {
-
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
