@@ -2,6 +2,8 @@
 import torch
 
 from . import _C
+from .streams import (  # noqa: F401  (torch.cuda's stream API)
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
 _initialized_seed = None
 

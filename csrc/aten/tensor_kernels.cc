@@ -103,6 +103,13 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(st), 0, {0}, {});
 }
 
+// Tensor.record_stream (FSDP, DDP): there is no caching allocator to hold the
+// memory back from; PJRT keeps a buffer alive while launched work reads it.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kTpu, "record_stream: expected a tpu stream, got a ",
+              s.device_type(), " stream");
+}
+
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
@@ -126,6 +133,7 @@ void register_tensor_kernels(torch::Library& m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 }  // namespace tpu::aten

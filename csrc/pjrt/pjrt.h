@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -71,6 +72,10 @@ class Event {
   bool is_ready() const;
   // Blocks until ready; throws Error carrying the asynchronous failure, if any.
   void await() const;
+  // Calls `fn` once the event is ready, on whichever thread completes it (on
+  // this one, at once, when it is ready already). A failure of the work is not
+  // passed on: await() reports it.
+  void on_ready(std::function<void()> fn) const;
 
  private:
   std::shared_ptr<const Client> client_;
