@@ -152,6 +152,14 @@ struct DeviceInfo {
   std::string debug_string;
 };
 
+// What a device's allocator reports (PJRT_Device_MemoryStats); a field the
+// plugin leaves unset is -1. The CPU plugin reports nothing: `available` false.
+struct MemoryStats {
+  bool available = false;
+  int64_t bytes_in_use = -1;
+  int64_t bytes_limit = -1;
+};
+
 class Client : public std::enable_shared_from_this<Client> {
  public:
   // PJRT_Client_Create with `options` as PJRT_NamedValue (the CPU plugin reads
@@ -170,6 +178,8 @@ class Client : public std::enable_shared_from_this<Client> {
   const std::vector<DeviceInfo>& devices() const { return devices_; }  // addressable
   size_t device_count() const { return devices_.size(); }
   PJRT_Device* raw_device(int index) const;
+  // The device allocator's figures; never throws (a plugin without them says so).
+  MemoryStats memory_stats(int device) const;
 
   // Host -> device copy of a dense row-major array (copied before returning,
   // kImmutableOnlyDuringCall semantics). Throws Error on failure.
