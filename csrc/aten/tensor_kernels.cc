@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "aten/kernels.h"
@@ -110,6 +111,25 @@ void record_stream(at::Tensor& self, c10::Stream s) {
               s.device_type(), " stream");
 }
 
+// Whether `from` may replace `self`'s contents through `self.data = from`. PyTorch
+// asks this in Module._apply (module.to("tpu")): when true it swaps `.data` in
+// place, so each Parameter stays the same object (tied weights stay tied,
+// optimizers built beforehand keep their parameters) as on CUDA. A plain CPU
+// tensor and a plain tpu tensor are the same TensorImpl type, so they are
+// compatible; anything else (subclasses, functional or fake tensors, other
+// layouts) keeps PyTorch's own rule.
+bool plain_dense(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  c10::DeviceType d = t.device().type();
+  return typeid(*impl) == typeid(c10::TensorImpl) && t.layout() == c10::kStrided &&
+         (d == c10::kCPU || d == kTpu) && !t.key_set().has(c10::DispatchKey::Python);
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  return plain_dense(self) && plain_dense(from);
+}
+
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
@@ -134,6 +154,7 @@ void register_tensor_kernels(torch::Library& m) {
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 }  // namespace tpu::aten
