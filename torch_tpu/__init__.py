@@ -28,9 +28,6 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
-from . import _tied_parameters  # noqa: E402
-
-_tied_parameters._install()
 from . import _multiprocessing  # noqa: E402
 _multiprocessing._install()
 from . import distributed  # noqa: E402  (the `tpu` / `tpu_dist` process-group backend)

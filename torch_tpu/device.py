@@ -2,6 +2,8 @@
 import torch
 
 from . import _C
+from .streams import (  # noqa: F401  (torch.cuda's stream API)
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
 _initialized_seed = None
 
@@ -91,7 +93,7 @@ class _DeviceProperties:
         self.platform_version = _C._platform_version()
         self.kind = _C._device_kind(i)
         self.index = i
-        self.total_memory = 0  # PJRT CPU reports none
+        self.total_memory = mem_get_info(i)[1]
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
@@ -156,7 +158,16 @@ def set_rng_state_all(states):
 default_generators = ()  # filled lazily by torch where needed
 
 
-# ---- memory (our own accounting: PJRT CPU has no memory statistics) -----------
+# ---- memory ---------------------------------------------------------------------
+# The tpu allocator is a c10::DeviceAllocator over our own accounting (PJRT CPU has
+# no memory statistics): torch.accelerator's memory functions and these agree.
+# A storage counts its bytes while it holds a device buffer (torch.empty allocates
+# lazily); nothing is cached, so reserved == allocated.
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats' dict ("allocated_bytes.all.current", ...)."""
+    return torch.accelerator.memory_stats(_index(device))
+
 
 def memory_allocated(device=None):
     return _C._memory_allocated(_index(device))
@@ -164,6 +175,14 @@ def memory_allocated(device=None):
 
 def max_memory_allocated(device=None):
     return _C._max_memory_allocated(_index(device))
+
+
+def memory_reserved(device=None):
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None):
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device=None):
@@ -174,28 +193,20 @@ def reset_max_memory_allocated(device=None):
     reset_peak_memory_stats(device)
 
 
-def memory_reserved(device=None):
-    return memory_allocated(device)
+def reset_accumulated_memory_stats(device=None):
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
-def max_memory_reserved(device=None):
-    return max_memory_allocated(device)
-
-
-def memory_stats(device=None):
-    i = _index(device)
-    cur, peak = _C._memory_allocated(i), _C._max_memory_allocated(i)
-    return {
-        "allocated_bytes.all.current": cur,
-        "allocated_bytes.all.peak": peak,
-        "reserved_bytes.all.current": cur,
-        "reserved_bytes.all.peak": peak,
-        "allocation.all.current": _C._allocation_count(i),
-    }
+def mem_get_info(device=None):
+    """(free, total) bytes of the device, as torch.cuda.mem_get_info. total is what the
+    PJRT plugin reports as the device's limit (TPU, GPU); the CPU plugin reports none,
+    and its buffers live in host memory, so there it is the machine's physical RAM."""
+    return torch.accelerator.get_memory_info(_checked(device))
 
 
 def empty_cache():
     """Buffers are returned to PJRT as soon as their storages die: nothing is cached."""
+    torch.accelerator.empty_cache()
 
 
 # ---- autocast ------------------------------------------------------------------

@@ -1,7 +1,9 @@
 #include "engine/runtime.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "pjrt/stderr_capture.h"
@@ -95,7 +97,10 @@ void Runtime::note_alloc(int device, int64_t bytes) {
   Mem& m = mem(device);
   m.live += bytes;
   m.count++;
+  m.allocated_total += bytes;
+  m.allocs_total++;
   if (m.live > m.peak) m.peak = m.live;
+  if (m.count > m.peak_count) m.peak_count = m.count;
 }
 
 void Runtime::note_free(int device, int64_t bytes) {
@@ -103,6 +108,34 @@ void Runtime::note_free(int device, int64_t bytes) {
   Mem& m = mem(device);
   m.live -= bytes;
   m.count--;
+  m.freed_total += bytes;
+  m.frees_total++;
+}
+
+Runtime::MemoryCounters Runtime::memory_counters(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return const_cast<Runtime*>(this)->mem(device);
+}
+
+void Runtime::reset_accumulated(int device) {
+  std::lock_guard<std::mutex> g(mu_);
+  Mem& m = mem(device);
+  m.allocated_total = m.freed_total = m.allocs_total = m.frees_total = 0;
+}
+
+int64_t Runtime::memory_capacity(int device) {
+  pjrt::MemoryStats st = client().memory_stats(device);
+  if (st.available && st.bytes_limit > 0) return st.bytes_limit;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+std::pair<int64_t, int64_t> Runtime::memory_info(int device) {
+  check_device(device);
+  int64_t total = memory_capacity(device);
+  pjrt::MemoryStats st = client().memory_stats(device);
+  int64_t used = st.available && st.bytes_in_use >= 0 ? st.bytes_in_use : allocated(device);
+  return {std::max<int64_t>(total - used, 0), total};
 }
 
 int64_t Runtime::allocated(int device) const {
@@ -121,6 +154,7 @@ void Runtime::reset_peak(int device) {
   std::lock_guard<std::mutex> g(mu_);
   Mem& m = mem(device);
   m.peak = m.live;
+  m.peak_count = m.count;
 }
 
 }  // namespace tpu::engine
