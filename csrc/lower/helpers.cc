@@ -224,6 +224,7 @@ void register_all() {
   register_fold();
   register_fft();
   register_grad_scaler();
+  register_rnn_cells();
 }
 
 }  // namespace tpu::lower

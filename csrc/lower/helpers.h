@@ -98,5 +98,7 @@ void register_fold();
 void register_fft();
 // grad_scaler.cc (torch.amp.GradScaler's kernels).
 void register_grad_scaler();
+// rnn_cells.cc (the fused LSTM/GRU cells behind nn.LSTM / nn.GRU).
+void register_rnn_cells();
 
 }  // namespace tpu::lower

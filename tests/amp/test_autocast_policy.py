@@ -82,14 +82,6 @@ def test_lower_precision_ops(lists, i, dtype):
         # test_cuda.py reads a third element as a skip flag; einsum's entry has
         # one (its arguments do not fit its equation) and is checked below instead.
         pytest.skip("skipped by PyTorch's own CUDA test")
-    if op in ("lstm_cell", "gru_cell"):
-        # Not an autocast matter: on a PrivateUse1 device these cells call the
-        # fused kernels _thnn_fused_lstm_cell / _thnn_fused_gru_cell, which have
-        # no lowering yet and no CPU kernel to fall back to (nn.LSTM/GRU fail too).
-        with pytest.raises(NotImplementedError, match="_thnn_fused_"):
-            _checker._run_autocast_outofplace(op, _lower(args, dtype), dtype, "tpu",
-                                              amp_dtype=dtype)
-        return
     _checker._run_autocast_outofplace(op, _lower(args, dtype), dtype, "tpu", amp_dtype=dtype)
 
 
