@@ -57,7 +57,7 @@ def run_python(code, env=None, timeout=120):
 
 # Suites whose tests run in both execution modes (results must agree up to
 # floating-point reassociation); a test marked strict_only runs in Strict Eager alone.
-_BOTH_MODES = ("ops", "models", "modes")
+_BOTH_MODES = ("ops", "models", "modes", "amp")
 
 
 def pytest_configure(config):

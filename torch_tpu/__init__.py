@@ -28,6 +28,10 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
+from . import amp as _amp  # noqa: E402
+
+_device_module.amp = _amp
+_sys.modules["torch.tpu.amp"] = _amp
 from . import _multiprocessing  # noqa: E402
 _multiprocessing._install()
 from . import distributed  # noqa: E402  (the `tpu` / `tpu_dist` process-group backend)

@@ -112,6 +112,9 @@ struct Lowering {
   LowerFn fn;
   std::vector<int> static_args;  // Scalar/float args whose value is structural
   bool needs_rng = false;        // the caller must supply an rng parameter
+  // PyTorch's meta kernel for the op is unusable (it fails on valid arguments):
+  // result dtypes and shapes come from the lowering's values instead.
+  bool skip_meta = false;
 };
 
 // Registers `fn` for the functional overload `name` ("aten::add.Tensor", or
@@ -119,6 +122,9 @@ struct Lowering {
 // (`add.out`) forms are served by the same entry.
 void add(const std::string& name, LowerFn fn, std::vector<int> static_args = {},
          bool needs_rng = false);
+
+// Marks a registered lowering's op as having an unusable meta kernel (Lowering::skip_meta).
+void skip_meta(const std::string& name);
 
 const Lowering* find(const std::string& name);
 const std::unordered_map<std::string, Lowering>& all();
