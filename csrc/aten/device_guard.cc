@@ -1,11 +1,11 @@
 // Device guard and PrivateUse1 hooks: current device, device count, streams and
 // events (stream_event.h), generators, storage resize.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/generator.h"
 #include "aten/kernels.h"
+#include "aten/pinned_memory.h"
 #include "aten/stream_event.h"
 #include "aten/tpu_tensor.h"
 #include "engine/executor.h"
@@ -113,9 +113,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return exchangeDevice(device);
   }
-  // non_blocking tpu -> cpu copies ask for pinned host memory; PJRT transfers
-  // from any host memory, so ordinary CPU memory serves.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // Tensor.pin_memory() / is_pinned() (pinned_memory.h).
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
   // UntypedStorage.resize_ (FSDP2 frees and re-allocates parameters this way).
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage.unsafeGetStorageImpl(), static_cast<int64_t>(newsize));

@@ -181,6 +181,9 @@ void Call::walk() {
   put(key, static_cast<const void*>(&op.schema()));
   precision = matmul_precision();
   put(key, static_cast<int8_t>(precision));
+  // Type promotion reads the default dtype (int tensor * 1.5, torch.tensor(1.0)):
+  // a program made under float32 must not serve a call under float64.
+  put(key, static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = arg(i);
     ArgDesc& d = descs[i];

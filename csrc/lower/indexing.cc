@@ -1,4 +1,4 @@
-// Indexing ops: gather, scatter family, index_add, index_fill, advanced
+// Indexing ops: gather, scatter family, index_add, index_copy, index_fill, advanced
 // indexing (index / index_put with a list of optional index tensors),
 // embedding's backward, masked_fill, flip, roll, triu/tril.
 //
@@ -305,6 +305,29 @@ void register_indexing() {
     hlo::ReduceOp op = self.elem() == ElemType::PRED ? hlo::ReduceOp::Or : hlo::ReduceOp::Add;
     if (src.rank() == 0) src = b.reshape(src, {1});
     return {b.scatter(self, idx, src, s, &op)};
+  });
+  // index_copy(self, dim, index, source): source's slices along dim replace
+  // self's at the listed positions (Transformers' static KV cache writes this
+  // way). As on CPU, a position listed twice gets one of its slices.
+  add("index_copy", [](Ctx& c) -> std::vector<Value> {
+    hlo::Builder& b = c.b;
+    TORCH_CHECK(c.arg(2).dtype == c10::ScalarType::Long,
+                "index_copy_(): Expected a long tensor for index, but got ", c.arg(2).dtype);
+    Value self = c.tensor(0);
+    Value src = cast(b, c.tensor(3), self.elem());
+    if (self.rank() == 0) return {b.reshape(src, {})};
+    int64_t dim = wrap_dim(c.int_arg(1), self.rank());
+    int64_t n = c.tensor(2).type.numel();
+    if (n == 0) return {self};
+    Value idx = b.reshape(cast(b, c.tensor(2), ElemType::S64), {n, 1});
+    hlo::Builder::ScatterDims s;
+    for (int64_t d = 0; d < self.rank(); ++d)
+      if (d != dim) s.update_window_dims.push_back(d);
+    s.inserted_window_dims = {dim};
+    s.scatter_dims_to_operand_dims = {dim};
+    s.index_vector_dim = 1;
+    if (src.rank() == 0) src = b.reshape(src, {1});
+    return {b.scatter(self, idx, src, s, nullptr)};
   });
   add("index.Tensor", index);
   add("_unsafe_index.Tensor", index);
