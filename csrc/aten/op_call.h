@@ -8,6 +8,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,16 @@ struct Entry {
   std::vector<lower::OutMeta> meta;    // PyTorch's meta results (when it has a meta kernel)
   bool have_meta = false;
   std::string mlir;                    // the single-op program
-  std::shared_ptr<pjrt::Executable> exe;
+
+  // The single-op program, compiled on first use. Threads running the same op
+  // signature at once share one Entry: one compiles while the others wait, and
+  // each gets its own reference, so an executable is never replaced (and freed)
+  // while another thread launches it.
+  std::shared_ptr<pjrt::Executable> executable(const std::string& what);
+
+ private:
+  std::mutex exe_mu_;
+  std::shared_ptr<pjrt::Executable> exe_;
 };
 
 // Everything needed to emit an op later, holding no tensor (so that recording
