@@ -5,6 +5,7 @@
 
 #include "aten/generator.h"
 #include "aten/tpu_tensor.h"
+#include "aten/op_kernel.h"
 #include "engine/executor.h"
 #include "engine/runtime.h"
 
@@ -52,9 +53,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     engine::synchronize(device_index);
+    raise_device_check_failures(device_index);
   }
   void synchronizeStream(const c10::Stream& s) const override {
     engine::synchronize(s.device_index());
+    raise_device_check_failures(s.device_index());
   }
   bool queryStream(const c10::Stream&) const override { return true; }
 };

@@ -19,6 +19,7 @@
 #include "aten/kernels.h"
 #include "aten/op_call.h"
 #include "aten/tpu_tensor.h"
+#include "engine/device_checks.h"
 #include "engine/execution_mode.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -27,6 +28,8 @@
 namespace tpu::aten {
 
 using hlo::ElemType;
+
+[[noreturn]] void throw_check_failure(const engine::CheckFailure& f);
 
 namespace {
 
@@ -57,6 +60,17 @@ void run_strict(Call& c) {
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
   auto outs = engine::launch(*exe, raw, c.device, c.info.name);
+  if (!e->checks.empty()) {
+    engine::PendingChecks p;
+    p.flags = outs.back();
+    for (const auto& s : e->checks) p.specs.push_back(&s);
+    p.keep = e;
+    std::string name = c.info.name;
+    p.where = [name](size_t) { return name; };
+    p.device = c.device;
+    engine::add_pending_checks(std::move(p));
+    if (engine::launch_blocking()) raise_device_check_failures(c.device);
+  }
 
   std::vector<at::Tensor> fresh;
   size_t o = 0;  // program outputs skip kNone results
@@ -165,6 +179,8 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else {
       run_strict(c);
     }
+  } catch (const engine::CheckFailure& f) {
+    throw_check_failure(f);
   } catch (const pjrt::Error& e) {
     if (e.is_out_of_memory())
       TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", info->name, ": ", e.what());
@@ -172,6 +188,19 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK(false, "internal error lowering ", info->name, " (arguments: ", describe(c),
                 "): ", e.what());
+  }
+}
+
+[[noreturn]] void throw_check_failure(const engine::CheckFailure& f) {
+  if (f.kind() == engine::CheckSpec::kIndexError) TORCH_CHECK_INDEX(false, f.what());
+  TORCH_CHECK(false, f.what());
+}
+
+void raise_device_check_failures(int device) {
+  try {
+    engine::raise_failed_checks(device);
+  } catch (const engine::CheckFailure& f) {
+    throw_check_failure(f);
   }
 }
 

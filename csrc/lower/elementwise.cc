@@ -25,8 +25,9 @@ Value operand(Ctx& c, size_t i, ElemType t) {
 // Binary arithmetic: computes in opmath(result type) after broadcasting.
 using BinFn = std::function<Value(hlo::Builder&, Value, Value, ElemType)>;
 
-LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false) {
-  return [fn, with_alpha, int_to_float](Ctx& c) -> std::vector<Value> {
+// `divides`: an integer divisor of zero fails a device-side check (as the CPU raises).
+LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false, bool divides = false) {
+  return [fn, with_alpha, int_to_float, divides](Ctx& c) -> std::vector<Value> {
     c10::ScalarType rt = common(c, {0, 1});
     if (int_to_float && !c10::isFloatingType(rt) && !c10::isComplexType(rt))
       rt = c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -36,6 +37,7 @@ LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false) {
       Value alpha = bcast(c.b, c.scalar(2, t), y.dims());
       y = t == ElemType::PRED ? c.b.binary("and", y, alpha) : c.b.mul(y, alpha);
     }
+    if (divides) c.check_divisor(y);
     return {fn(c.b, x, y, t)};
   };
 }
@@ -82,6 +84,7 @@ LowerFn div_mode() {
       Value q = c.b.convert(c.b.convert(c.b.div(x, y), storage), t);
       return {trunc_div(c.b, q, scalar_like(c.b, 1, q), t)};
     }
+    if (!mode.empty()) c.check_divisor(y);
     if (mode == "floor") return {floor_div(c.b, x, y, t)};
     if (mode == "trunc") return {trunc_div(c.b, x, y, t)};
     return {c.b.div(x, y)};
@@ -177,14 +180,14 @@ void register_elementwise() {
   add("div.Scalar", binary(div_fn, false, true));
   add("div.Tensor_mode", div_mode());
   add("div.Scalar_mode", div_mode());
-  add("remainder.Tensor", binary(remainder_fn));
-  add("remainder.Scalar", binary(remainder_fn));
+  add("remainder.Tensor", binary(remainder_fn, false, false, true));
+  add("remainder.Scalar", binary(remainder_fn, false, false, true));
   add("fmod.Tensor", binary([](hlo::Builder& b, Value x, Value y, ElemType) {
         return b.binary("remainder", x, y);
-      }));
+      }, false, false, true));
   add("fmod.Scalar", binary([](hlo::Builder& b, Value x, Value y, ElemType) {
         return b.binary("remainder", x, y);
-      }));
+      }, false, false, true));
   add("maximum", binary([](hlo::Builder& b, Value x, Value y, ElemType) { return b.max(x, y); }));
   add("minimum", binary([](hlo::Builder& b, Value x, Value y, ElemType) { return b.min(x, y); }));
   add("pow.Tensor_Tensor", binary([](hlo::Builder& b, Value x, Value y, ElemType) {
