@@ -28,9 +28,6 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
-from . import _tied_parameters  # noqa: E402
-
-_tied_parameters._install()
 from . import _multiprocessing  # noqa: E402
 _multiprocessing._install()
 
@@ -56,6 +53,7 @@ from . import debug  # noqa: E402
 from . import numerics as _numerics  # noqa: E402
 
 _numerics._init_from_env()
+_device_module._init_memory_limit_from_env()
 from . import modes as _modes  # noqa: E402
 from .modes import (  # noqa: E402,F401
     execution_mode, get_execution_mode, mark_step, set_execution_mode)

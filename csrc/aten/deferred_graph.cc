@@ -377,6 +377,12 @@ void flush_pending(const std::string& reason) {
   flush_locked(g, reason);
 }
 
+void flush_if_uses(engine::Slot* slot, const std::string& reason) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.slot_ids.count(slot)) flush_locked(g, reason);
+}
+
 DeferredStats deferred_stats() {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mu);

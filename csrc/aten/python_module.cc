@@ -114,6 +114,14 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_memory_allocated", [](int d) { return Runtime::get().allocated(d); });
+  m.def("_set_memory_limit", [](int64_t bytes) { Runtime::get().set_memory_limit(bytes); });
+  m.def("_set_memory_fraction", [](double f, int d) {
+    try {
+      Runtime::get().set_memory_fraction(d, f);
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+  });
   m.def("_max_memory_allocated", [](int d) { return Runtime::get().peak(d); });
   m.def("_allocation_count", [](int d) { return Runtime::get().alloc_count(d); });
   m.def("_reset_peak_memory_stats", [](int d) { Runtime::get().reset_peak(d); });

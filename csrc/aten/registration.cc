@@ -39,7 +39,8 @@ const std::set<std::string>& hand_written() {
       "aten::set_.source_Tensor", "aten::set_", "aten::_local_scalar_dense", "aten::copy_",
       "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
-      "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select"};
+      "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
+      "aten::record_stream", "aten::_has_compatible_shallow_copy_type"};
   return s;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -71,6 +72,10 @@ class Event {
   bool is_ready() const;
   // Blocks until ready; throws Error carrying the asynchronous failure, if any.
   void await() const;
+  // Calls `fn` once the event is ready, on whichever thread completes it (on
+  // this one, at once, when it is ready already). A failure of the work is not
+  // passed on: await() reports it.
+  void on_ready(std::function<void()> fn) const;
 
  private:
   std::shared_ptr<const Client> client_;
@@ -147,6 +152,14 @@ struct DeviceInfo {
   std::string debug_string;
 };
 
+// What a device's allocator reports (PJRT_Device_MemoryStats); a field the
+// plugin leaves unset is -1. The CPU plugin reports nothing: `available` false.
+struct MemoryStats {
+  bool available = false;
+  int64_t bytes_in_use = -1;
+  int64_t bytes_limit = -1;
+};
+
 class Client : public std::enable_shared_from_this<Client> {
  public:
   // PJRT_Client_Create with `options` as PJRT_NamedValue (the CPU plugin reads
@@ -165,6 +178,8 @@ class Client : public std::enable_shared_from_this<Client> {
   const std::vector<DeviceInfo>& devices() const { return devices_; }  // addressable
   size_t device_count() const { return devices_.size(); }
   PJRT_Device* raw_device(int index) const;
+  // The device allocator's figures; never throws (a plugin without them says so).
+  MemoryStats memory_stats(int device) const;
 
   // Host -> device copy of a dense row-major array (copied before returning,
   // kImmutableOnlyDuringCall semantics). Throws Error on failure.
