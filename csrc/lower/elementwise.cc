@@ -157,23 +157,35 @@ Value relu_fn(hlo::Builder& b, Value x) {
 
 }  // namespace
 
+// PyTorch's sub_check: subtraction refuses bool tensors (its CPU kernels raise;
+// found by tests/fuzz: `3 - mask` returned numbers on tpu).
+LowerFn no_bool_sub(LowerFn fn) {
+  return [fn](Ctx& c) -> std::vector<Value> {
+    for (size_t i = 0; i < 2 && i < c.num_args(); ++i)
+      TORCH_CHECK(c.arg(i).kind != Arg::kTensor || c.dtype(i) != c10::ScalarType::Bool,
+                  "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                  "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    return fn(c);
+  };
+}
+
 void register_elementwise() {
   add("add.Tensor", binary(add_fn, true));
   add("add.Scalar", binary(add_fn, true));
-  add("sub.Tensor", binary(sub_fn, true));
-  add("sub.Scalar", binary(sub_fn, true));
-  add("rsub.Tensor", [](Ctx& c) -> std::vector<Value> {
+  add("sub.Tensor", no_bool_sub(binary(sub_fn, true)));
+  add("sub.Scalar", no_bool_sub(binary(sub_fn, true)));
+  add("rsub.Tensor", no_bool_sub([](Ctx& c) -> std::vector<Value> {
     ElemType t = opmath(to_elem(common(c, {0, 1})));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
     Value alpha = bcast(c.b, c.scalar(2, t), x.dims());
     return {c.b.sub(y, c.b.mul(x, alpha))};
-  });
-  add("rsub.Scalar", [](Ctx& c) -> std::vector<Value> {
+  }));
+  add("rsub.Scalar", no_bool_sub([](Ctx& c) -> std::vector<Value> {
     ElemType t = opmath(to_elem(common(c, {0, 1})));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
     Value alpha = bcast(c.b, c.scalar(2, t), x.dims());
     return {c.b.sub(y, c.b.mul(x, alpha))};
-  });
+  }));
   add("mul.Tensor", binary(mul_fn));
   add("mul.Scalar", binary(mul_fn));
   add("div.Tensor", binary(div_fn, false, true));
