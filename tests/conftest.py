@@ -60,19 +60,25 @@ def run_python(code, env=None, timeout=120):
 _BOTH_MODES = ("ops", "models", "modes", "amp")
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
-    config.addinivalue_line("markers", "slow: heavier checks, deselected unless -m selects them")
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the tests marked slow (over ~30 s each)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests run only when a -m expression is given (e.g. -m slow, or -m "slow or not slow")."""
-    if config.option.markexpr:
+    """Tests marked slow are deselected unless --slow is given or -m names a marker."""
+    if config.getoption("--slow") or config.getoption("-m"):
         return
     keep = [i for i in items if not i.get_closest_marker("slow")]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("slow")])
+    dropped = [i for i in items if i.get_closest_marker("slow")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
+    config.addinivalue_line("markers", "slow: over ~30 s each; deselected unless --slow or -m selects them")
 
 
 @pytest.fixture(autouse=True)

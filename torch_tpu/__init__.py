@@ -60,6 +60,7 @@ from . import debug  # noqa: E402
 from . import numerics as _numerics  # noqa: E402
 
 _numerics._init_from_env()
+_device_module._init_memory_limit_from_env()
 from . import modes as _modes  # noqa: E402
 from .modes import (  # noqa: E402,F401
     execution_mode, get_execution_mode, mark_step, set_execution_mode)

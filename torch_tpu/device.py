@@ -1,4 +1,7 @@
 """torch.tpu: the parts of torch.cuda that users call, for the tpu device."""
+import os
+import warnings
+
 import torch
 
 from . import _C
@@ -202,6 +205,33 @@ def mem_get_info(device=None):
     PJRT plugin reports as the device's limit (TPU, GPU); the CPU plugin reports none,
     and its buffers live in host memory, so there it is the machine's physical RAM."""
     return torch.accelerator.get_memory_info(_checked(device))
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """Caps this process's tpu memory at `fraction` of the device's capacity (as
+    torch.cuda.set_per_process_memory_fraction), on every platform: allocations past it
+    raise torch.OutOfMemoryError, and mem_get_info reports the capped total."""
+    if not isinstance(fraction, (int, float)):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C._set_memory_fraction(float(fraction), _checked(device))
+
+
+def set_memory_limit(nbytes):
+    """A byte limit for every tpu device of this process (0: none), the same as
+    TORCH_TPU_MEMORY_LIMIT: lets a CPU host emulate a chip's memory size."""
+    _C._set_memory_limit(int(nbytes))
+
+
+def _init_memory_limit_from_env():
+    text = os.environ.get("TORCH_TPU_MEMORY_LIMIT")
+    if not text:
+        return
+    from torch_tpu.cache import _parse_bytes
+    try:
+        _C._set_memory_limit(_parse_bytes(text))
+    except ValueError:
+        warnings.warn(f"torch_tpu: TORCH_TPU_MEMORY_LIMIT={text!r} is not a size (e.g. 16GiB); "
+                      "no memory limit is set")
 
 
 def empty_cache():

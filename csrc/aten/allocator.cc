@@ -38,6 +38,14 @@ class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int device = current_device();
+    // Every path that makes device memory (factories, op outputs, fused graphs'
+    // results, host->device copies) makes a storage here first.
+    try {
+      if (nbytes > 0) engine::Runtime::get().check_fits(device, static_cast<int64_t>(nbytes));
+    } catch (const pjrt::Error& e) {
+      if (!e.is_out_of_memory()) throw;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    }
     uint64_t addr = engine::reserve_address(static_cast<int64_t>(nbytes));
     auto* slot = new SlotHolder{std::make_shared<engine::Slot>(device, static_cast<int64_t>(nbytes), addr)};
     return {reinterpret_cast<void*>(addr), slot, &delete_slot,

@@ -8,6 +8,7 @@
 #include "aten/pinned_memory.h"
 #include "aten/stream_event.h"
 #include "aten/tpu_tensor.h"
+#include "aten/op_kernel.h"
 #include "engine/executor.h"
 #include "engine/runtime.h"
 
@@ -61,8 +62,12 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     streams::synchronize_device(device_index);
+    raise_device_check_failures(device_index);
   }
-  void synchronizeStream(const c10::Stream& s) const override { streams::synchronize(s); }
+  void synchronizeStream(const c10::Stream& s) const override {
+    streams::synchronize(s);
+    raise_device_check_failures(s.device_index());
+  }
   bool queryStream(const c10::Stream& s) const override { return streams::query(s); }
   void record(void** event, const c10::Stream& s, const c10::DeviceIndex device,
               const c10::EventFlag flag) const override {
@@ -70,7 +75,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void block(void* event, const c10::Stream& s) const override { streams::block(event, s); }
   bool queryEvent(void* event) const override { return streams::query_event(event); }
-  void synchronizeEvent(void* event) const override { streams::synchronize_event(event); }
+  void synchronizeEvent(void* event) const override {
+    streams::synchronize_event(event);
+    raise_device_check_failures(-1);  // the host waited: device-side checks report here
+  }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     return streams::elapsed_ms(start, end);
   }

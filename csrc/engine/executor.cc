@@ -84,6 +84,7 @@ std::string g_dump_dir;
 // the cache is broken, not once per program.
 std::atomic<bool> g_warned_bad{false};
 std::atomic<bool> g_warned_write{false};
+std::atomic<bool> g_warned_unsafe{false};
 
 uint64_t since_ns(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -152,6 +153,15 @@ std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key,
     }
   }
   metrics().disk_misses++;
+  if (r.status == DiskCache::Load::kUnsafe) {
+    metrics().disk_bad_entries++;
+    if (!g_warned_unsafe.exchange(true))
+      TORCH_WARN("torch_tpu: not loading compiled programs from the compile cache: ", r.problem,
+                 ". Another user could plant a program there that this process would run; "
+                 "such entries are never loaded (programs are compiled instead). Use a "
+                 "directory only you can write (TORCH_TPU_CACHE_DIR, mode 700).");
+    return nullptr;
+  }
   if (r.status == DiskCache::Load::kBad) {
     metrics().disk_bad_entries++;
     if (!g_warned_bad.exchange(true))
@@ -192,6 +202,7 @@ void configure_disk_cache(const std::string& dir, uint64_t max_bytes, bool enabl
   DiskCache::get().configure(dir, max_bytes, enabled);
   g_warned_bad = false;
   g_warned_write = false;
+  g_warned_unsafe = false;
 }
 
 void set_dump_dir(const std::string& dir) {

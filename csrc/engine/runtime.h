@@ -62,6 +62,16 @@ class Runtime {
   // the plugin's own figure where it reports one, else our accounting.
   std::pair<int64_t, int64_t> memory_info(int device);
 
+  // A byte limit imposed on every device (TORCH_TPU_MEMORY_LIMIT; 0: none) and a
+  // per-device fraction (torch.tpu.set_per_process_memory_fraction), on any
+  // platform: memory_capacity() honours both, so a CPU host can act as a chip
+  // of a given size.
+  void set_memory_limit(int64_t bytes);
+  void set_memory_fraction(int device, double fraction);
+  // Throws pjrt::Error(RESOURCE_EXHAUSTED) naming the request, the bytes in use
+  // and the capacity when `bytes` more would not fit on `device`.
+  void check_fits(int device, int64_t bytes);
+
   void mark_forked() { forked_ = true; }
 
  private:
@@ -74,6 +84,9 @@ class Runtime {
   std::string init_error_;
   bool forked_ = false;
   using Mem = MemoryCounters;
+  int64_t limit_ = 0;
+  std::vector<double> fraction_ = std::vector<double>(64, 1.0);
+  std::vector<int64_t> capacity_ = std::vector<int64_t>(64, -1);  // memoised memory_capacity
   std::vector<Mem> mem_;
   Mem& mem(int device);
 };

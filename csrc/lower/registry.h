@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "lower/checks.h"
 
 namespace tpu::lower {
 
@@ -97,7 +98,25 @@ class Ctx {
   bool uses_rng() const { return rng_param_.valid(); }
   void set_rng_param(hlo::Value v) { rng_param_ = v; }
 
+  // Device-side checks (lower/checks.h, engine/device_checks.h): `bad` (pred,
+  // any shape) marks the elements that fail, `value` (integer, bad's shape or
+  // broadcastable) their offending values, of which the largest is reported.
+  // The caller makes them program outputs; nothing happens when checks are off.
+  void check(hlo::Value bad, hlo::Value value, CheckSpec spec);
+  // Fails where `index` is outside [0, size), or [-size, size) with allow_negative.
+  void check_index(hlo::Value index, int64_t size, bool allow_negative, CheckSpec spec);
+  // Integer division or remainder by zero raises RuntimeError("ZeroDivisionError")
+  // on the CPU; `divisor` of a float or complex type needs no check.
+  void check_divisor(hlo::Value divisor);
+  struct Check {
+    hlo::Value failed;  // pred[]
+    hlo::Value value;   // s64[]
+    CheckSpec spec;
+  };
+  const std::vector<Check>& checks() const { return checks_; }
+
  private:
+  std::vector<Check> checks_;
   const c10::FunctionSchema& schema_;
   std::vector<Arg> args_;
   std::vector<OutMeta> out_meta_;
