@@ -62,6 +62,7 @@ _BOTH_MODES = ("ops", "models", "modes")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
+    config.addinivalue_line("markers", "slow: slower than ~30 s; not in the default run (pytest -m slow)")
 
 
 @pytest.fixture(autouse=True)
