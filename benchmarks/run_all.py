@@ -1,5 +1,6 @@
 """Every benchmark in one command: minGPT and a ResNet-18-style network (examples/),
-training step and inference step, in Strict Eager, Defer & Fuse and compiled mode
+training step (float32, and with a bfloat16-autocast forward: `train_bf16`) and
+inference step, in Strict Eager, Defer & Fuse and compiled mode
 (torch.compile(backend="tpu")) on the `tpu` device, beside PyTorch's CPU eager and
 torch.compile (inductor) on the CPU. Writes a markdown table to stdout and a JSON file.
 
@@ -16,6 +17,7 @@ FlopCounterMode) and their share of this machine's measured float32 matmul peak
                                                   #   (the on-disk compile cache kept), CPU rows
                                                   #   in another; inductor skipped
     python benchmarks/run_all.py --json out.json --models mingpt --modes compiled,cpu_eager
+    python benchmarks/run_all.py --kinds train,train_bf16    # float32 vs bf16 autocast training
 """
 import argparse
 import json
@@ -54,7 +56,7 @@ def child(spec):
         if job["what"] == "calibrate":
             out = dict(peak_flops={d: matmul_peak(d, spec["matmul"]) for d in ("tpu", "cpu")},
                        flops={f"{m}/{k}": count_step_flops(m, k, spec["size"])
-                              for m in spec["models"] for k in KINDS})
+                              for m in spec["models"] for k in spec["kinds"]})
         else:
             out = measure(job["model"], job["kind"], job["mode"], spec["size"], spec["steps"],
                           spec["warmup"])
@@ -104,7 +106,7 @@ def plan(args):
     """(the calibration job, the row jobs, jobs skipped with a reason)."""
     rows, skipped = [], {}
     for model in args.models:
-        for kind in KINDS:
+        for kind in args.kinds:
             for mode in args.modes:
                 job = dict(what="row", model=model, kind=kind, mode=mode)
                 if mode == "cpu_inductor" and args.size != "full" and not args.inductor:
@@ -162,6 +164,8 @@ def main():
     p.add_argument("--json", default="run_all.json", help="where to write the results")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help="steps to measure: train, train_bf16 (bf16 autocast), infer")
     p.add_argument("--steps", type=int, help="timed steps (default 10; 2 with --smoke)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3 full, 2 quick)")
     p.add_argument("--isolate", choices=("row", "suite"),
@@ -182,13 +186,17 @@ def main():
     preset = PRESETS[args.size]
     args.models = [m for m in args.models.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    for k in args.kinds:
+        if k not in KINDS:
+            p.error(f"unknown step {k!r}: choose from {', '.join(KINDS)}")
     for m in args.modes:
         if m not in MODES:
             p.error(f"unknown mode {m!r}: choose from {', '.join(MODES)}")
     isolate = args.isolate or preset["isolate"]
     spec = dict(size=args.size, steps=args.steps or preset["steps"],
                 warmup=max(1, args.warmup or preset["warmup"]), matmul=preset["matmul"],
-                models=args.models, cpu_threads=args.cpu_threads)
+                models=args.models, kinds=args.kinds, cpu_threads=args.cpu_threads)
     cal_job, rows, skipped = plan(args)
     print(f"torch_tpu benchmark suite ({args.size}): {', '.join(describe(m, args.size) for m in args.models)}; "
           f"median of {spec['steps']} steps after {spec['warmup']} warm-up; "

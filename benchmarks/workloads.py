@@ -1,7 +1,10 @@
 """The benchmarked workloads: minGPT and the ResNet-18-style network from examples/,
-each as a training step (forward, backward, AdamW) and an inference step (forward
-under no_grad; ResNet's BatchNorm in eval mode). Every step ends by reading the loss
-on the host, so a step's time covers its work, whatever the execution mode.
+each as a training step (forward, backward, AdamW), the same training step with the
+forward under bfloat16 autocast (`train_bf16`: torch.autocast(device, torch.bfloat16),
+the float32 weights and optimizer kept, as mixed-precision training on TPU runs) and
+an inference step (forward under no_grad; ResNet's BatchNorm in eval mode). Every
+step ends by reading the loss on the host, so a step's time covers its work,
+whatever the execution mode.
 
 Sizes per suite size: `full` is the default suite; `quick` shrinks the models so
 that the suite finishes in about two minutes; `smoke` (for the tests) also cuts
@@ -21,7 +24,7 @@ SIZES = {
                   resnet=dict(width=4, image=8, batch=4, blocks=(1, 1))),
 }
 MODELS = ("mingpt", "resnet")
-KINDS = ("train", "infer")
+KINDS = ("train", "train_bf16", "infer")
 
 
 def describe(model, size):
@@ -62,12 +65,14 @@ def make_step(net, x, y, kind, wrap=lambda m: m):
     import torch
     fwd = wrap(net)
     sync = torch.tpu.synchronize if x.device.type == "tpu" else (lambda: None)
-    if kind == "train":
+    if kind in ("train", "train_bf16"):
         net.train()
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        amp = dict(device_type=x.device.type, dtype=torch.bfloat16, enabled=kind == "train_bf16")
 
         def step():
-            _, loss = fwd(x, y)
+            with torch.autocast(**amp):
+                _, loss = fwd(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -7,12 +7,21 @@ Modes on the `tpu` device:
   compile         torch.compile(model, backend="tpu"): whole forward/backward graphs
 On `cpu` the first two are PyTorch's ordinary eager mode and `compile` is
 torch.compile's default backend (inductor), the baseline a CPU user would pick.
+
+Mixed precision (`--amp`, every example): `bf16` runs the forward pass under
+torch.autocast(device, torch.bfloat16), the TPU's native type; `fp16` under
+float16 autocast with a torch.amp.GradScaler, as on CUDA; `off` (default) is
+float32. An example passes `args.amp` to train_loop (and wraps evaluation in
+autocast(device, args.amp)); `--check` then compares with the CPU running the same
+autocast, within check_rtol(args.amp).
 """
+import contextlib
 import os
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODES = ("strict_eager", "defer_and_fuse", "compile")
+AMP = ("off", "bf16", "fp16")
 
 
 def add_common_args(parser, steps, batch, width, depth):
@@ -25,6 +34,9 @@ def add_common_args(parser, steps, batch, width, depth):
     parser.add_argument("--width", type=int, default=width, help="model width")
     parser.add_argument("--depth", type=int, default=depth, help="model depth")
     parser.add_argument("--lr", type=float, default=None, help="learning rate")
+    parser.add_argument("--amp", choices=AMP, default="off",
+                        help="mixed precision: bf16 autocast, fp16 autocast + GradScaler, "
+                             "or off (float32, the default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true",
                         help="run a few steps on the device and on CPU; assert the losses agree")
@@ -66,6 +78,27 @@ def synchronize(device):
         torch.tpu.synchronize()
 
 
+def amp_dtype(amp):
+    """The autocast dtype of an --amp value (None for off)."""
+    import torch
+    return {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+
+
+def autocast(device, amp):
+    """The context the forward pass runs in: torch.autocast for bf16/fp16, else nothing."""
+    import torch
+    dtype = amp_dtype(amp)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type(device), dtype=dtype)
+
+
+def check_rtol(amp):
+    """How closely --check's losses must agree with the CPU's: float32 runs agree to a
+    few ulps; under autocast, two devices may round a bfloat16/float16 value apart."""
+    return {"off": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[amp]
+
+
 def compare_losses(dev_losses, cpu_losses, rtol, device):
     """Prints both loss lists and fails unless they agree within `rtol`."""
     print(f"check: {device} losses {[round(x, 5) for x in dev_losses]}")
@@ -77,26 +110,36 @@ def compare_losses(dev_losses, cpu_losses, rtol, device):
     print("check: OK")
 
 
-def train_loop(build, next_batch, device, mode, steps, desc, quiet=False):
-    """The training loop both examples share. `build(device)` returns (model,
+def train_loop(build, next_batch, device, mode, steps, desc, quiet=False, amp="off"):
+    """The training loop the examples share. `build(device)` returns (model,
     optimizer), the model returning (logits, loss); `next_batch()` returns a CPU
-    (inputs, targets) batch. Returns (model, the callable model, losses, seconds
-    per step)."""
+    (inputs, targets) batch; `amp` is an --amp value. Returns (model, the callable
+    model, losses, seconds per step)."""
     import time
+
+    import torch
 
     from examples.progress import progress
     enter_mode(device, mode)
     model, opt = build(device)
     fwd = compile_model(model, device, mode)
+    # float16 needs loss scaling against underflowing gradients; bfloat16 has float32's range.
+    scaler = torch.amp.GradScaler(device_type(device)) if amp == "fp16" else None
     losses, times = [], []
     bar = progress(range(steps), desc=desc, disable=quiet)
     for _ in bar:
         start = time.perf_counter()
         x, y = next_batch()
-        _, loss = fwd(x.to(device), y.to(device))
+        with autocast(device, amp):
+            _, loss = fwd(x.to(device), y.to(device))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         losses.append(loss.item())  # reading the loss waits for the step to finish
         times.append(time.perf_counter() - start)
         bar.set_postfix_str(f"loss {losses[-1]:.4f}")

@@ -57,12 +57,23 @@ def run_python(code, env=None, timeout=120):
 
 # Suites whose tests run in both execution modes (results must agree up to
 # floating-point reassociation); a test marked strict_only runs in Strict Eager alone.
-_BOTH_MODES = ("ops", "models", "modes")
+_BOTH_MODES = ("ops", "models", "modes", "amp")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
-    config.addinivalue_line("markers", "slow: slower than ~30 s; not in the default run (pytest -m slow)")
+    config.addinivalue_line("markers", "slow: takes more than ~30 s; not in the default run "
+                            "(select with -m slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow run only when asked for (`-m slow`, or any -m expression)."""
+    if config.getoption("-m"):
+        return
+    slow = [it for it in items if it.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [it for it in items if not it.get_closest_marker("slow")]
 
 
 @pytest.fixture(autouse=True)

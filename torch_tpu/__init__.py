@@ -33,6 +33,10 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
+from . import amp as _amp  # noqa: E402
+
+_device_module.amp = _amp
+_sys.modules["torch.tpu.amp"] = _amp
 from . import _tied_parameters  # noqa: E402
 
 _tied_parameters._install()

@@ -76,6 +76,9 @@ struct OpRecord {
   OpInfo* info;
   std::vector<ArgDesc> descs;
   std::vector<hlo::TensorType> input_types;
+  // XLA precision of float32 dots/convolutions, from torch.set_float32_matmul_precision
+  // at the time of the call (part of the key).
+  hlo::Precision precision = hlo::Precision::HIGHEST;
 };
 
 struct Call {
@@ -86,6 +89,7 @@ struct Call {
   bool deferred = false;  // pending storages are inputs, not materialised
   int device = -1;
   std::string key;
+  hlo::Precision precision = hlo::Precision::HIGHEST;
   std::vector<Input> inputs;
   std::vector<ArgDesc> descs;
 

@@ -184,6 +184,7 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
     }
   }
 
+  b.set_float32_precision(r.precision);
   lower::Ctx ctx(b, r.op.schema(), std::move(args), have_meta ? meta : std::vector<lower::OutMeta>{});
   if (info.lowering->needs_rng) ctx.set_rng_param(params.back());
   std::vector<hlo::Value> results = info.lowering->fn(ctx);

@@ -69,6 +69,7 @@ void register_all_kernels() {
   auto* fallback = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                       __FILE__, __LINE__);
   fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  register_autocast_kernels();
 }
 
 }  // namespace tpu::aten

@@ -50,6 +50,13 @@ struct Value {
 
 enum class Cmp { EQ, NE, LT, LE, GT, GE };
 
+// XLA's precision config of dot_general / convolution operands. On a TPU a
+// float32 product is computed from bfloat16 passes: DEFAULT one pass, HIGH
+// three (bf16_3x), HIGHEST six (float32 accuracy). Other platforms (XLA:CPU)
+// compute float32 in float32 whatever the setting.
+enum class Precision { DEFAULT, HIGH, HIGHEST };
+const char* precision_name(Precision p);  // "DEFAULT", "HIGH", "HIGHEST"
+
 // Built-in reduction bodies, so simple reductions need no lambda.
 enum class ReduceOp { Add, Mul, Max, Min, And, Or, Xor };
 
@@ -124,7 +131,14 @@ class Builder {
   Value reverse(Value a, const std::vector<int64_t>& dims);
 
   // ---- linear algebra -----------------------------------------------------
+  // The precision config that dot_general and convolution put on float32 (and
+  // complex64) operands from now on; HIGHEST until changed. Operands of other
+  // types get none: bfloat16/float16 products are exact in one pass.
+  void set_float32_precision(Precision p);
+  Precision float32_precision() const;
   // Result dims: batch dims, then lhs free dims, then rhs free dims (StableHLO order).
+  // `result` is the preferred element type: bfloat16/float16 operands with a
+  // float32 result accumulate in float32.
   Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                     const std::vector<int64_t>& rhs_batch,
                     const std::vector<int64_t>& lhs_contract,

@@ -8,6 +8,7 @@ TORCH_TPU_PLATFORM says otherwise), the execution mode another.
     python examples/mingpt/train.py --mode compile       # torch.compile(backend="tpu")
     python examples/mingpt/train.py --device cpu         # PyTorch's CPU backend
     python examples/mingpt/train.py --check              # a few steps on tpu and CPU agree
+    python examples/mingpt/train.py --amp bf16           # bfloat16 autocast (fp16: + GradScaler)
 """
 import argparse
 import os
@@ -39,7 +40,8 @@ def train(args, data, device, mode, steps, quiet=False):
     g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
     return harness.train_loop(lambda dev: build(args, data.vocab_size, dev),
                               lambda: data.batch(args.batch, args.context, g),
-                              device, mode, steps, f"train {device} {mode}", quiet)
+                              device, mode, steps, f"train {device} {mode}", quiet,
+                              amp=args.amp)
 
 
 @torch.no_grad()
@@ -62,7 +64,8 @@ def check(args, data):
     """A few steps on the chosen device and mode and on PyTorch's CPU eager agree."""
     _, _, dev_losses, _ = train(args, data, args.device, args.mode, args.check_steps, quiet=True)
     _, _, cpu_losses, _ = train(args, data, "cpu", "strict_eager", args.check_steps, quiet=True)
-    harness.compare_losses(dev_losses, cpu_losses, rtol=1e-4, device=args.device)
+    harness.compare_losses(dev_losses, cpu_losses, rtol=harness.check_rtol(args.amp),
+                           device=args.device)
 
 
 def main():
@@ -80,7 +83,7 @@ def main():
         print(f"tpu device: {torch.tpu.get_device_name()}")
     print(f"minGPT {args.depth} layers x {args.width} wide, {args.heads} heads, context "
           f"{args.context}, batch {args.batch}; corpus {len(data.ids)} characters, "
-          f"vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}")
+          f"vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}, amp {args.amp}")
     if args.check:
         return check(args, data)
 
@@ -93,8 +96,9 @@ def main():
           f"tokens/s over the {len(timed)} steps after it")
     model.eval()
     start = time.perf_counter()
-    text = sample(fwd, data, args.device, args.context, args.sample_chars, args.prompt,
-                  args.seed)
+    with harness.autocast(args.device, args.amp):
+        text = sample(fwd, data, args.device, args.context, args.sample_chars, args.prompt,
+                      args.seed)
     print(f"sample ({args.sample_chars} characters, {time.perf_counter() - start:.1f} s):")
     print("-" * 40 + "\n" + text + "\n" + "-" * 40)
 

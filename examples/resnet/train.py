@@ -8,6 +8,7 @@ colour, contrast and noise; chance is 10% accuracy, loss ln(10) = 2.30.
     python examples/resnet/train.py --mode compile       # torch.compile(backend="tpu")
     python examples/resnet/train.py --device cpu         # PyTorch's CPU backend
     python examples/resnet/train.py --check              # a few steps on tpu and CPU agree
+    python examples/resnet/train.py --amp bf16           # bfloat16 autocast (fp16: + GradScaler)
 """
 import argparse
 import math
@@ -37,7 +38,8 @@ def build(args, device):
 def train(args, data, device, mode, steps, quiet=False):
     g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
     return harness.train_loop(lambda dev: build(args, dev), lambda: data.batch(args.batch, g),
-                              device, mode, steps, f"train {device} {mode}", quiet)
+                              device, mode, steps, f"train {device} {mode}", quiet,
+                              amp=args.amp)
 
 
 @torch.no_grad()
@@ -58,7 +60,8 @@ def check(args, data):
     """A few steps on the chosen device and mode and on PyTorch's CPU eager agree."""
     _, _, dev_losses, _ = train(args, data, args.device, args.mode, args.check_steps, quiet=True)
     _, _, cpu_losses, _ = train(args, data, "cpu", "strict_eager", args.check_steps, quiet=True)
-    harness.compare_losses(dev_losses, cpu_losses, rtol=1e-4, device=args.device)
+    harness.compare_losses(dev_losses, cpu_losses, rtol=harness.check_rtol(args.amp),
+                           device=args.device)
 
 
 def main():
@@ -76,7 +79,7 @@ def main():
         print(f"tpu device: {torch.tpu.get_device_name()}")
     print(f"ResNet-{2 + 4 * args.depth}-style ({args.depth} stages of 2 blocks, width "
           f"{args.width}), {args.image_size}x{args.image_size} images, {NUM_CLASSES} classes, "
-          f"batch {args.batch}; device {args.device}, mode {args.mode}")
+          f"batch {args.batch}; device {args.device}, mode {args.mode}, amp {args.amp}")
     if args.check:
         return check(args, data)
 
@@ -89,7 +92,8 @@ def main():
           f"{args.batch * len(timed) / sum(timed):,.1f} images/s over the {len(timed)} "
           f"steps after it")
     start = time.perf_counter()
-    loss, acc = evaluate(fwd, model, data, args.device, args.batch)
+    with harness.autocast(args.device, args.amp):
+        loss, acc = evaluate(fwd, model, data, args.device, args.batch)
     print(f"eval: loss {loss:.4f}, accuracy {100 * acc:.1f}% on {args.test_images} held-out "
           f"images (chance {100 / NUM_CLASSES:.0f}%), {time.perf_counter() - start:.1f} s")
 

@@ -18,7 +18,7 @@ def test_smoke_suite_writes_every_row(tmp_path):
     data = json.loads(out.read_text())
     rows = {(r["model"], r["step"], r["mode"]): r for r in data["rows"]}
     modes = ("strict_eager", "defer_and_fuse", "compiled", "cpu_eager", "cpu_inductor")
-    assert set(rows) == {(m, k, mode) for m in ("mingpt", "resnet") for k in ("train", "infer")
+    assert set(rows) == {(m, k, mode) for m in ("mingpt", "resnet") for k in ("train", "train_bf16", "infer")
                          for mode in modes}
     for key, r in rows.items():
         if key[2] == "cpu_inductor":
@@ -30,3 +30,4 @@ def test_smoke_suite_writes_every_row(tmp_path):
             assert r["peak_mib"] > 0 and r["cpu_fallback_ops"] == 0, (key, r)
     assert data["matmul_peak_flops"]["tpu"] > 0
     assert "| mingpt | train | defer_and_fuse |" in p.stdout
+    assert "| resnet | train_bf16 | compiled |" in p.stdout
