@@ -20,6 +20,11 @@ _platform_name, _plugin = _platform.select()
 _C._configure(_platform_name, _plugin, _platform.cpu_device_count(), _platform.plugin_logs())
 _C._register()
 
+from .integrations import accelerate as _accelerate_integration  # noqa: E402
+
+# Accelerate (hence Transformers' Trainer) places models on tpu; see the module.
+_accelerate_integration.install(platform_usable=not _plugin.startswith("!"))
+
 from . import device as _device_module  # noqa: E402
 
 if hasattr(torch, "tpu"):

@@ -210,6 +210,7 @@ void register_all() {
   register_resize();
   register_losses();
   register_statistics();
+  register_histogram();
   register_optim();
   register_padding();
   register_embedding_bag();

@@ -79,6 +79,7 @@ void register_dropout();
 void register_resize();
 void register_losses();
 void register_statistics();
+void register_histogram();
 // optim.cc, padding.cc, embedding_bag.cc, math.cc, cumulative.cc.
 void register_optim();
 void register_padding();
