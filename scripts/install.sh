@@ -12,4 +12,6 @@ what=${1:-run}
 py=.venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check -r "requirements/$what.txt"
 command -v ccache >/dev/null || (apt-get install -y -q ccache >/dev/null 2>&1 || true)
+# ccache keys on paths relative to the checkout, so a fresh clone reuses earlier builds.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
