@@ -30,7 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from examples.progress import progress  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
 from measure import MODES, TPU_MODES  # noqa: E402
 from workloads import KINDS, MODELS, describe  # noqa: E402
 
@@ -196,7 +197,7 @@ def main():
           f"{os.cpu_count()} CPUs", flush=True)
 
     results, cal = {}, {}
-    bar = progress(range(1 + len(rows)), desc="benchmarks")
+    bar = tqdm(range(1 + len(rows)), desc="benchmarks", dynamic_ncols=True)
     it = iter(bar)
     next(it)
 

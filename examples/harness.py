@@ -1,5 +1,6 @@
-"""What the example trainers share: the device/mode flags, putting a model into the
-chosen execution mode, waiting for the device, and the `--check` comparison with CPU.
+"""What the example trainers share: the device/mode/amp flags, putting a model into
+the chosen execution mode, the training loop with its tqdm progress bar, waiting for
+the device, throughput, and the `--check` comparison with CPU.
 
 Modes on the `tpu` device:
   strict_eager    every op runs when called (its own small cached program)
@@ -7,23 +8,37 @@ Modes on the `tpu` device:
   compile         torch.compile(model, backend="tpu"): whole forward/backward graphs
 On `cpu` the first two are PyTorch's ordinary eager mode and `compile` is
 torch.compile's default backend (inductor), the baseline a CPU user would pick.
+
+`--amp bf16` runs the forward pass under torch.autocast(device_type, torch.bfloat16),
+PyTorch's own mixed precision; the backward and the optimizer follow autocast's rules.
+
+A model for train_loop is called as model(*inputs, target) and returns
+(output, loss); each example's data gives CPU batches (inputs..., target).
 """
 import os
 import sys
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODES = ("strict_eager", "defer_and_fuse", "compile")
+AMP = ("none", "bf16")
+WARMUP = 2  # steps left out of throughput: the first compiles, the second adds optimizer state
 
 
-def add_common_args(parser, steps, batch, width, depth):
-    """The flags every example takes; the defaults are per example."""
+def add_common_args(parser, steps, batch, width=None, depth=None):
+    """The flags every example takes; the defaults are per example (width/depth only
+    where the example has a single width and depth)."""
     parser.add_argument("--device", default="tpu", help="tpu (default) or cpu")
     parser.add_argument("--mode", choices=MODES, default="defer_and_fuse",
                         help="execution mode on tpu (default: defer_and_fuse)")
+    parser.add_argument("--amp", choices=AMP, default="none",
+                        help="bf16: the forward pass under torch.autocast(bfloat16)")
     parser.add_argument("--steps", type=int, default=steps, help="training steps")
     parser.add_argument("--batch", type=int, default=batch, help="batch size")
-    parser.add_argument("--width", type=int, default=width, help="model width")
-    parser.add_argument("--depth", type=int, default=depth, help="model depth")
+    if width is not None:
+        parser.add_argument("--width", type=int, default=width, help="model width")
+    if depth is not None:
+        parser.add_argument("--depth", type=int, default=depth, help="model depth")
     parser.add_argument("--lr", type=float, default=None, help="learning rate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true",
@@ -34,6 +49,13 @@ def add_common_args(parser, steps, batch, width, depth):
 
 def device_type(device):
     return str(device).split(":")[0]
+
+
+def announce(device):
+    """Prints which machine the tpu device is (the CPU plugin, a TPU, a GPU)."""
+    if device_type(device) == "tpu":
+        import torch
+        print(f"tpu device: {torch.tpu.get_device_name()}")
 
 
 def enter_mode(device, mode):
@@ -59,11 +81,29 @@ def compile_model(model, device, mode):
                  f"available here: {type(e).__name__}: {e}")
 
 
+def autocast(device, amp):
+    """The context the forward pass runs in: bfloat16 autocast for --amp bf16."""
+    import torch
+    return torch.autocast(device_type(device), dtype=torch.bfloat16, enabled=amp == "bf16")
+
+
+def progress(iterable, desc, quiet=False, **kw):
+    """tqdm's progress bar (on stderr), or none with --quiet."""
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, disable=quiet, dynamic_ncols=True, **kw)
+
+
 def synchronize(device):
     """Waits for queued device work, so that timings measure the work, not its launch."""
     if device_type(device) == "tpu":
         import torch
         torch.tpu.synchronize()
+
+
+def throughput(times, items_per_step):
+    """(items per second over the steps after warm-up, how many steps that is)."""
+    timed = times[WARMUP:] or times
+    return items_per_step * len(timed) / sum(timed), len(timed)
 
 
 def compare_losses(dev_losses, cpu_losses, rtol, device):
@@ -77,27 +117,36 @@ def compare_losses(dev_losses, cpu_losses, rtol, device):
     print("check: OK")
 
 
-def train_loop(build, next_batch, device, mode, steps, desc, quiet=False):
-    """The training loop both examples share. `build(device)` returns (model,
-    optimizer), the model returning (logits, loss); `next_batch()` returns a CPU
-    (inputs, targets) batch. Returns (model, the callable model, losses, seconds
-    per step)."""
-    import time
+def check(train, args, rtol=1e-4, amp_rtol=3e-2):
+    """`--check`: `train(device, mode, steps, quiet)` (returning train_loop's tuple)
+    for a few steps on the chosen device and mode and on PyTorch's CPU eager (with the
+    same --amp); the losses must agree. bfloat16 rounds differently per backend, so
+    autocast runs get a looser tolerance."""
+    _, _, dev_losses, _ = train(args.device, args.mode, args.check_steps, True)
+    _, _, cpu_losses, _ = train("cpu", "strict_eager", args.check_steps, True)
+    compare_losses(dev_losses, cpu_losses, rtol if args.amp == "none" else amp_rtol,
+                   device=args.device)
 
-    from examples.progress import progress
+
+def train_loop(build, next_batch, device, mode, steps, desc, quiet=False, amp="none"):
+    """The training loop the examples share. `build(device)` returns (model,
+    optimizer), the model returning (output, loss); `next_batch()` returns a CPU
+    tuple (inputs..., target). Returns (model, the callable model, losses, seconds
+    per step)."""
     enter_mode(device, mode)
     model, opt = build(device)
     fwd = compile_model(model, device, mode)
     losses, times = [], []
-    bar = progress(range(steps), desc=desc, disable=quiet)
+    bar = progress(range(steps), desc, quiet)
     for _ in bar:
         start = time.perf_counter()
-        x, y = next_batch()
-        _, loss = fwd(x.to(device), y.to(device))
+        batch = [t.to(device) for t in next_batch()]
+        with autocast(device, amp):
+            _, loss = fwd(*batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         losses.append(loss.item())  # reading the loss waits for the step to finish
         times.append(time.perf_counter() - start)
-        bar.set_postfix_str(f"loss {losses[-1]:.4f}")
+        bar.set_postfix_str(f"loss {losses[-1]:.4f}", refresh=False)
     return model, fwd, losses, times
