@@ -39,7 +39,8 @@ const std::set<std::string>& hand_written() {
       "aten::set_.source_Tensor", "aten::set_", "aten::_local_scalar_dense", "aten::copy_",
       "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
-      "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select"};
+      "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
+      "aten::_embedding_bag_backward"};
   return s;
 }
 
@@ -57,6 +58,7 @@ void register_all_kernels() {
   register_copy_kernels(*lib);
   register_batch_norm_kernel(*lib);
   register_data_dependent_kernels(*lib);
+  register_sparse_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());
     if (hand_written().count(name)) continue;
