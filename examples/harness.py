@@ -100,6 +100,16 @@ def synchronize(device):
         torch.tpu.synchronize()
 
 
+def end_step(device):
+    """Marks the end of one iteration of a loop that reads nothing back (sampling):
+    Defer & Fuse runs the pending graph here, so every iteration records the same
+    graph and it compiles once (a loop left to grow would be cut at arbitrary
+    points, each a new program). Nothing happens elsewhere."""
+    if device_type(device) == "tpu":
+        import torch_tpu
+        torch_tpu.mark_step()
+
+
 def throughput(times, items_per_step):
     """(items per second over the steps after warm-up, how many steps that is)."""
     timed = times[WARMUP:] or times
