@@ -52,12 +52,17 @@ def sample(fwd, diffusion, n, size, device, generator, amp_context=None, end_ste
     for t in reversed(range(diffusion.steps)):
         beta = float(diffusion.betas[t])
         ab = float(diffusion.alphas_bar[t])
+        ab_prev = float(diffusion.alphas_bar[t - 1]) if t > 0 else 1.0
         with ctx():
             eps = fwd(x, torch.full((n,), t, dtype=torch.long, device=device)).float()
-        x = (x - (beta / (1 - ab) ** 0.5) * eps) / (1 - beta) ** 0.5
+        # The clean image the noise prediction implies, kept in the data's range
+        # (an error in eps at the noisiest steps would otherwise be amplified),
+        # then the mean of q(x_{t-1} | x_t, x0).
+        x0 = ((x - (1 - ab) ** 0.5 * eps) / ab ** 0.5).clamp(-1, 1)
+        x = (ab_prev ** 0.5 * beta / (1 - ab)) * x0 + ((1 - beta) ** 0.5 * (1 - ab_prev) / (1 - ab)) * x
         if t > 0:
             # sigma_t^2 = beta_t (1 - abar_{t-1}) / (1 - abar_t): the posterior variance.
-            var = beta * (1 - float(diffusion.alphas_bar[t - 1])) / (1 - ab)
+            var = beta * (1 - ab_prev) / (1 - ab)
             x = x + var ** 0.5 * torch.randn(n, 3, size, size, generator=generator).to(device)
         if end_step:
             end_step()

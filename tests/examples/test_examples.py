@@ -22,7 +22,7 @@ TINY = {"mingpt": ["--width", "32", "--depth", "1", "--heads", "2", "--context",
 MODES = ["strict_eager", "defer_and_fuse", "compile"]
 
 
-def script(example, *flags, timeout=300, ok=True):
+def script(example, *flags, timeout=600, ok=True):
     code = (f"import sys, runpy; sys.argv = {[example] + list(flags)!r}; "
             f"runpy.run_path({os.path.join(ROOT, 'examples', example, 'train.py')!r}, "
             f"run_name='__main__')")
