@@ -72,22 +72,20 @@ def describe(model, size):
             f"seq {lm['seq']}, batch {lm['batch']}; decode {lm['new']} tokens after {lm['prompt']}")
 
 
-class CausalLM:
+def as_workload(hf):
     """A Hugging Face causal LM called the way the other workloads are:
-    (input_ids, labels) -> (logits, loss)."""
+    module(input_ids, labels) -> (logits, loss); the model itself is `.hf`."""
+    import torch
 
-    def __new__(cls, hf):
-        import torch
+    class CausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hf = hf
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.hf = hf
-
-            def forward(self, input_ids, labels):
-                out = self.hf(input_ids=input_ids, labels=labels)
-                return out.logits, out.loss
-        return Wrapped()
+        def forward(self, input_ids, labels):
+            out = self.hf(input_ids=input_ids, labels=labels)
+            return out.logits, out.loss
+    return CausalLM()
 
 
 def language_model(model, size):
@@ -144,7 +142,7 @@ def build(model, size, device):
         inputs = (x0, t)
     else:
         lm = s["lm"]
-        net = CausalLM(language_model(model, size))
+        net = as_workload(language_model(model, size))
         x = torch.randint(3, lm["vocab"], (lm["batch"], lm["seq"]), generator=g)
         inputs, y = (x,), x
     return net.to(device), tuple(t.to(device) for t in inputs), y.to(device)
@@ -215,5 +213,4 @@ def items_per_step(model, kind, size):
         return s["gpt"]["batch"] * s["gpt"]["context"], "tokens"
     if model in LANGUAGE_MODELS:
         return s["lm"]["batch"] * s["lm"]["seq"], "tokens"
-    key = {"resnet": "resnet", "dlrm": "dlrm", "unet": "unet"}[model]
-    return s[key]["batch"], "examples" if model == "dlrm" else "images"
+    return s[model]["batch"], "examples" if model == "dlrm" else "images"
