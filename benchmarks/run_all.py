@@ -23,6 +23,7 @@ A row that cannot run (a mode or precision the backend lacks) says why instead.
                                                   #   in another; inductor skipped; bf16 only
                                                   #   for Defer & Fuse and CPU eager
     python benchmarks/run_all.py --json out.json --models mingpt --modes compiled,cpu_eager
+    python benchmarks/run_all.py --kinds train --precisions fp32,bf16   # training only
 """
 import argparse
 import json
@@ -40,7 +41,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 from tqdm import tqdm  # noqa: E402
 
 from measure import MODES, TPU_MODES  # noqa: E402
-from workloads import MODELS, describe, kinds  # noqa: E402
+from workloads import KINDS, MODELS, describe, kinds  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -64,7 +65,7 @@ def child(spec):
         if job["what"] == "calibrate":
             out = dict(peak_flops={d: matmul_peak(d, spec["matmul"]) for d in ("tpu", "cpu")},
                        flops={f"{m}/{k}": _flops(count_step_flops, m, k, spec["size"])
-                              for m in spec["models"] for k in kinds(m)})
+                              for m in spec["models"] for k in kinds(m, spec["kinds"])})
         else:
             out = measure(job["model"], job["kind"], job["mode"], spec["size"], spec["steps"],
                           spec["warmup"], job["precision"])
@@ -121,7 +122,7 @@ def plan(args):
     """(the calibration job, the row jobs, jobs skipped with a reason)."""
     rows, skipped = [], {}
     for model in args.models:
-        for kind in kinds(model):
+        for kind in kinds(model, args.kinds):
             for mode in args.modes:
                 for precision in args.precisions:
                     job = dict(what="row", model=model, kind=kind, mode=mode, precision=precision)
@@ -194,6 +195,8 @@ def main():
                    help="with --quick/--smoke, bf16 rows for every mode (default: Defer & Fuse "
                         "and CPU eager only)")
     p.add_argument("--png", help="where to write the chart (default: the JSON path with .png)")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help="steps to measure: train, infer, decode (decode: Llama and Qwen only)")
     p.add_argument("--steps", type=int, help="timed steps (default 10; 2 with --smoke)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3 full, 2 quick)")
     p.add_argument("--isolate", choices=("row", "suite"),
@@ -214,6 +217,10 @@ def main():
     preset = PRESETS[args.size]
     args.models = [m for m in args.models.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    for k in args.kinds:
+        if k not in KINDS:
+            p.error(f"unknown step {k!r}: choose from {', '.join(KINDS)}")
     for m in args.modes:
         if m not in MODES:
             p.error(f"unknown mode {m!r}: choose from {', '.join(MODES)}")
@@ -227,7 +234,7 @@ def main():
     isolate = args.isolate or preset["isolate"]
     spec = dict(size=args.size, steps=args.steps or preset["steps"],
                 warmup=max(1, args.warmup or preset["warmup"]), matmul=preset["matmul"],
-                models=args.models, cpu_threads=args.cpu_threads)
+                models=args.models, kinds=args.kinds, cpu_threads=args.cpu_threads)
     cal_job, rows, skipped = plan(args)
     print(f"torch_tpu benchmark suite ({args.size}): {', '.join(describe(m, args.size) for m in args.models)}; "
           f"median of {spec['steps']} steps after {spec['warmup']} warm-up; "
@@ -263,7 +270,7 @@ def main():
     for job_key, reason in skipped.items():
         results[key(json.loads(job_key))] = dict(error=reason)
     order = {k: i for i, k in enumerate(
-        (m, k, mode, x) for m in args.models for k in kinds(m) for mode in args.modes
+        (m, k, mode, x) for m in args.models for k in kinds(m, args.kinds) for mode in args.modes
         for x in args.precisions)}
     results = dict(sorted(results.items(), key=lambda kv: order[kv[0]]))
     derive(results, cal)

@@ -46,9 +46,11 @@ KINDS = ("train", "infer", "decode")
 LANGUAGE_MODELS = ("llama", "qwen")
 
 
-def kinds(model):
-    """The steps benchmarked for `model` (decode only for the language models)."""
-    return KINDS if model in LANGUAGE_MODELS else KINDS[:2]
+def kinds(model, chosen=KINDS):
+    """The steps of `chosen` (run_all's --kinds) benchmarked for `model` (decode only
+    for the language models). bfloat16 is not a step of its own: every step is
+    measured in each precision run_all is given (--precisions fp32,bf16)."""
+    return tuple(k for k in chosen if k in KINDS and (k != "decode" or model in LANGUAGE_MODELS))
 
 
 def describe(model, size):
@@ -181,6 +183,7 @@ def make_step(net, inputs, y, kind, wrap=lambda m: m, amp="none", model=None, si
     if kind == "train":
         net.train()
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        amp = dict(device_type=x.device.type, dtype=torch.bfloat16, enabled=kind == "train_bf16")
 
         def step():
             with autocast():

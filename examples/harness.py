@@ -9,19 +9,24 @@ Modes on the `tpu` device:
 On `cpu` the first two are PyTorch's ordinary eager mode and `compile` is
 torch.compile's default backend (inductor), the baseline a CPU user would pick.
 
-`--amp bf16` runs the forward pass under torch.autocast(device_type, torch.bfloat16),
-PyTorch's own mixed precision; the backward and the optimizer follow autocast's rules.
+Mixed precision (`--amp`, every example): `bf16` runs the forward pass under
+torch.autocast(device, torch.bfloat16), the TPU's native type; `fp16` under
+float16 autocast with a torch.amp.GradScaler, as on CUDA; `off` (default; `none`
+is accepted as an alias) is float32. An example passes `args.amp` to train_loop
+(and wraps evaluation and sampling in autocast(device, args.amp)); `--check` then
+compares with the CPU running the same autocast, within check_rtol(args.amp).
 
 A model for train_loop is called as model(*inputs, target) and returns
 (output, loss); each example's data gives CPU batches (inputs..., target).
 """
+import contextlib
 import os
 import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODES = ("strict_eager", "defer_and_fuse", "compile")
-AMP = ("none", "bf16")
+AMP = ("off", "bf16", "fp16")
 WARMUP = 2  # steps left out of throughput: the first compiles, the second adds optimizer state
 
 
@@ -31,8 +36,9 @@ def add_common_args(parser, steps, batch, width=None, depth=None):
     parser.add_argument("--device", default="tpu", help="tpu (default) or cpu")
     parser.add_argument("--mode", choices=MODES, default="defer_and_fuse",
                         help="execution mode on tpu (default: defer_and_fuse)")
-    parser.add_argument("--amp", choices=AMP, default="none",
-                        help="bf16: the forward pass under torch.autocast(bfloat16)")
+    parser.add_argument("--amp", type=amp_value, choices=AMP, default="off",
+                        help="mixed precision: bf16 autocast, fp16 autocast + GradScaler, "
+                             "or off (float32, the default; 'none' means off)")
     parser.add_argument("--steps", type=int, default=steps, help="training steps")
     parser.add_argument("--batch", type=int, default=batch, help="batch size")
     if width is not None:
@@ -45,6 +51,11 @@ def add_common_args(parser, steps, batch, width=None, depth=None):
                         help="run a few steps on the device and on CPU; assert the losses agree")
     parser.add_argument("--check-steps", type=int, default=3)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def amp_value(text):
+    """An --amp argument: `none` is another name for `off`."""
+    return "off" if text == "none" else text
 
 
 def device_type(device):
@@ -81,10 +92,25 @@ def compile_model(model, device, mode):
                  f"available here: {type(e).__name__}: {e}")
 
 
-def autocast(device, amp):
-    """The context the forward pass runs in: bfloat16 autocast for --amp bf16."""
+def amp_dtype(amp):
+    """The autocast dtype of an --amp value (None for off)."""
     import torch
-    return torch.autocast(device_type(device), dtype=torch.bfloat16, enabled=amp == "bf16")
+    return {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp_value(amp)]
+
+
+def autocast(device, amp):
+    """The context the forward pass runs in: torch.autocast for bf16/fp16, else nothing."""
+    import torch
+    dtype = amp_dtype(amp)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type(device), dtype=dtype)
+
+
+def check_rtol(amp):
+    """How closely --check's losses must agree with the CPU's: float32 runs agree to a
+    few ulps; under autocast, two devices may round a bfloat16/float16 value apart."""
+    return {"off": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[amp_value(amp)]
 
 
 def progress(iterable, desc, quiet=False, **kw):
@@ -127,25 +153,29 @@ def compare_losses(dev_losses, cpu_losses, rtol, device):
     print("check: OK")
 
 
-def check(train, args, rtol=1e-4, amp_rtol=3e-2):
+def check(train, args, rtol=None):
     """`--check`: `train(device, mode, steps, quiet)` (returning train_loop's tuple)
     for a few steps on the chosen device and mode and on PyTorch's CPU eager (with the
-    same --amp); the losses must agree. bfloat16 rounds differently per backend, so
-    autocast runs get a looser tolerance."""
+    same --amp); the losses must agree within check_rtol(args.amp), or `rtol` where
+    an example's float32 run needs its own tolerance (autocast runs keep check_rtol:
+    bfloat16/float16 round differently per backend)."""
     _, _, dev_losses, _ = train(args.device, args.mode, args.check_steps, True)
     _, _, cpu_losses, _ = train("cpu", "strict_eager", args.check_steps, True)
-    compare_losses(dev_losses, cpu_losses, rtol if args.amp == "none" else amp_rtol,
-                   device=args.device)
+    tol = rtol if rtol is not None and amp_value(args.amp) == "off" else check_rtol(args.amp)
+    compare_losses(dev_losses, cpu_losses, tol, device=args.device)
 
 
-def train_loop(build, next_batch, device, mode, steps, desc, quiet=False, amp="none"):
+def train_loop(build, next_batch, device, mode, steps, desc, quiet=False, amp="off"):
     """The training loop the examples share. `build(device)` returns (model,
     optimizer), the model returning (output, loss); `next_batch()` returns a CPU
-    tuple (inputs..., target). Returns (model, the callable model, losses, seconds
-    per step)."""
+    tuple (inputs..., target); `amp` is an --amp value. Returns (model, the callable
+    model, losses, seconds per step)."""
+    import torch
     enter_mode(device, mode)
     model, opt = build(device)
     fwd = compile_model(model, device, mode)
+    # float16 needs loss scaling against underflowing gradients; bfloat16 has float32's range.
+    scaler = torch.amp.GradScaler(device_type(device)) if amp_value(amp) == "fp16" else None
     losses, times = [], []
     bar = progress(range(steps), desc, quiet)
     for _ in bar:
@@ -154,8 +184,13 @@ def train_loop(build, next_batch, device, mode, steps, desc, quiet=False, amp="n
         with autocast(device, amp):
             _, loss = fwd(*batch)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         losses.append(loss.item())  # reading the loss waits for the step to finish
         times.append(time.perf_counter() - start)
         bar.set_postfix_str(f"loss {losses[-1]:.4f}", refresh=False)

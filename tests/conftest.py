@@ -57,11 +57,28 @@ def run_python(code, env=None, timeout=120):
 
 # Suites whose tests run in both execution modes (results must agree up to
 # floating-point reassociation); a test marked strict_only runs in Strict Eager alone.
-_BOTH_MODES = ("ops", "models", "modes")
+_BOTH_MODES = ("ops", "models", "modes", "amp")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the tests marked slow (over ~30 s each)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow are deselected unless --slow is given or -m names a marker."""
+    if config.getoption("--slow") or config.getoption("-m"):
+        return
+    keep = [i for i in items if not i.get_closest_marker("slow")]
+    dropped = [i for i in items if i.get_closest_marker("slow")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "strict_only: runs only in Strict Eager")
+    config.addinivalue_line("markers", "slow: over ~30 s each; deselected unless --slow or -m selects them")
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""Runs the C++ unit tests of the torch-free layers (csrc/pjrt, csrc/hlo).
+"""Runs the C++ unit tests of the torch-free layers (csrc/pjrt, csrc/hlo; collectives_test
+runs in-program collectives on the CPU plugin's several devices).
 
 They are built by the extension build into build/ext; each binary takes the CPU
 plugin path and prints 'N passed, M failed'.
@@ -16,7 +17,7 @@ import _plugin_paths  # noqa: E402
 sys.path.pop(0)
 
 
-@pytest.mark.parametrize("binary", ["pjrt_test", "hlo_test"])
+@pytest.mark.parametrize("binary", ["pjrt_test", "hlo_test", "collectives_test"])
 def test_cpp_unit(binary):
     path = os.path.join(ROOT, "build", "ext", binary)
     assert os.path.exists(path), f"{path} missing: build with `pip install --no-build-isolation -e .`"

@@ -20,6 +20,11 @@ _platform_name, _plugin = _platform.select()
 _C._configure(_platform_name, _plugin, _platform.cpu_device_count(), _platform.plugin_logs())
 _C._register()
 
+from .integrations import accelerate as _accelerate_integration  # noqa: E402
+
+# Accelerate (hence Transformers' Trainer) places models on tpu; see the module.
+_accelerate_integration.install(platform_usable=not _plugin.startswith("!"))
+
 from . import device as _device_module  # noqa: E402
 
 if hasattr(torch, "tpu"):
@@ -28,11 +33,15 @@ if hasattr(torch, "tpu"):
     _sys.modules["torch.tpu"] = _device_module
 else:
     torch._register_device_module("tpu", _device_module)
-from . import _tied_parameters  # noqa: E402
+from . import amp as _amp  # noqa: E402
 
-_tied_parameters._install()
+_device_module.amp = _amp
+_sys.modules["torch.tpu.amp"] = _amp
 from . import _multiprocessing  # noqa: E402
 _multiprocessing._install()
+from . import distributed  # noqa: E402  (the `tpu` / `tpu_dist` process-group backend)
+
+distributed._register()
 
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(
@@ -56,6 +65,7 @@ from . import debug  # noqa: E402
 from . import numerics as _numerics  # noqa: E402
 
 _numerics._init_from_env()
+_device_module._init_memory_limit_from_env()
 from . import modes as _modes  # noqa: E402
 from .modes import (  # noqa: E402,F401
     execution_mode, get_execution_mode, mark_step, set_execution_mode)

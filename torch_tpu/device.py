@@ -1,7 +1,12 @@
 """torch.tpu: the parts of torch.cuda that users call, for the tpu device."""
+import os
+import warnings
+
 import torch
 
 from . import _C
+from .streams import (  # noqa: F401  (torch.cuda's stream API)
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
 _initialized_seed = None
 
@@ -91,7 +96,7 @@ class _DeviceProperties:
         self.platform_version = _C._platform_version()
         self.kind = _C._device_kind(i)
         self.index = i
-        self.total_memory = 0  # PJRT CPU reports none
+        self.total_memory = mem_get_info(i)[1]
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
@@ -156,7 +161,16 @@ def set_rng_state_all(states):
 default_generators = ()  # filled lazily by torch where needed
 
 
-# ---- memory (our own accounting: PJRT CPU has no memory statistics) -----------
+# ---- memory ---------------------------------------------------------------------
+# The tpu allocator is a c10::DeviceAllocator over our own accounting (PJRT CPU has
+# no memory statistics): torch.accelerator's memory functions and these agree.
+# A storage counts its bytes while it holds a device buffer (torch.empty allocates
+# lazily); nothing is cached, so reserved == allocated.
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats' dict ("allocated_bytes.all.current", ...)."""
+    return torch.accelerator.memory_stats(_index(device))
+
 
 def memory_allocated(device=None):
     return _C._memory_allocated(_index(device))
@@ -164,6 +178,14 @@ def memory_allocated(device=None):
 
 def max_memory_allocated(device=None):
     return _C._max_memory_allocated(_index(device))
+
+
+def memory_reserved(device=None):
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None):
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device=None):
@@ -174,38 +196,74 @@ def reset_max_memory_allocated(device=None):
     reset_peak_memory_stats(device)
 
 
-def memory_reserved(device=None):
-    return memory_allocated(device)
+def reset_accumulated_memory_stats(device=None):
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
-def max_memory_reserved(device=None):
-    return max_memory_allocated(device)
+def mem_get_info(device=None):
+    """(free, total) bytes of the device, as torch.cuda.mem_get_info. total is what the
+    PJRT plugin reports as the device's limit (TPU, GPU); the CPU plugin reports none,
+    and its buffers live in host memory, so there it is the machine's physical RAM."""
+    return torch.accelerator.get_memory_info(_checked(device))
 
 
-def memory_stats(device=None):
-    i = _index(device)
-    cur, peak = _C._memory_allocated(i), _C._max_memory_allocated(i)
-    return {
-        "allocated_bytes.all.current": cur,
-        "allocated_bytes.all.peak": peak,
-        "reserved_bytes.all.current": cur,
-        "reserved_bytes.all.peak": peak,
-        "allocation.all.current": _C._allocation_count(i),
-    }
+def set_per_process_memory_fraction(fraction, device=None):
+    """Caps this process's tpu memory at `fraction` of the device's capacity (as
+    torch.cuda.set_per_process_memory_fraction), on every platform: allocations past it
+    raise torch.OutOfMemoryError, and mem_get_info reports the capped total."""
+    if not isinstance(fraction, (int, float)):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C._set_memory_fraction(float(fraction), _checked(device))
+
+
+def set_memory_limit(nbytes):
+    """A byte limit for every tpu device of this process (0: none), the same as
+    TORCH_TPU_MEMORY_LIMIT: lets a CPU host emulate a chip's memory size."""
+    _C._set_memory_limit(int(nbytes))
+
+
+def _init_memory_limit_from_env():
+    text = os.environ.get("TORCH_TPU_MEMORY_LIMIT")
+    if not text:
+        return
+    from torch_tpu.cache import _parse_bytes
+    try:
+        _C._set_memory_limit(_parse_bytes(text))
+    except ValueError:
+        warnings.warn(f"torch_tpu: TORCH_TPU_MEMORY_LIMIT={text!r} is not a size (e.g. 16GiB); "
+                      "no memory limit is set")
 
 
 def empty_cache():
     """Buffers are returned to PJRT as soon as their storages die: nothing is cached."""
+    torch.accelerator.empty_cache()
 
 
-# ---- autocast ------------------------------------------------------------------
+# ---- autocast and precision ------------------------------------------------------
 
 def get_amp_supported_dtype():
+    """The dtypes torch.autocast("tpu", dtype=...) accepts: bfloat16 (the default) and float16."""
     return [torch.bfloat16, torch.float16]
 
 
 def is_bf16_supported(including_emulation=True):
+    """bfloat16 is the TPU's native matmul type; every lowering handles it."""
     return True
+
+
+# torch.get_float32_matmul_precision() -> the XLA precision config float32 dots get.
+_XLA_PRECISION = {"highest": "HIGHEST", "high": "HIGH", "medium": "DEFAULT"}
+
+
+def matmul_precision():
+    """The XLA precision float32 matmuls and convolutions run with now.
+
+    Follows torch.set_float32_matmul_precision: "highest" (PyTorch's default) ->
+    "HIGHEST" (6-pass bf16 on TPU, float32 accuracy, matching the CPU), "high" ->
+    "HIGH" (3-pass bf16), "medium" -> "DEFAULT" (1 bf16 pass). The CPU plugin
+    computes float32 dots in float32 whatever the setting.
+    """
+    return _XLA_PRECISION[torch.get_float32_matmul_precision()]
 
 
 def _is_in_bad_fork():

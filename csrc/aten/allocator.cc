@@ -1,6 +1,7 @@
 // The tpu allocator: a storage is a Slot; its address is synthetic (DESIGN.md).
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <vector>
 
@@ -29,10 +30,22 @@ void delete_slot(void* ctx) {
   delete h;
 }
 
-class TpuAllocator final : public c10::Allocator {
+// A c10::DeviceAllocator, which is what torch.accelerator's memory functions
+// (memory_allocated, memory_stats, get_memory_info, empty_cache ...) look up for
+// the device type. Our own accounting (engine::Runtime) answers them: a storage
+// counts its bytes while it holds a device buffer.
+class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int device = current_device();
+    // Every path that makes device memory (factories, op outputs, fused graphs'
+    // results, host->device copies) makes a storage here first.
+    try {
+      if (nbytes > 0) engine::Runtime::get().check_fits(device, static_cast<int64_t>(nbytes));
+    } catch (const pjrt::Error& e) {
+      if (!e.is_out_of_memory()) throw;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    }
     uint64_t addr = engine::reserve_address(static_cast<int64_t>(nbytes));
     auto* slot = new SlotHolder{std::make_shared<engine::Slot>(device, static_cast<int64_t>(nbytes), addr)};
     return {reinterpret_cast<void*>(addr), slot, &delete_slot,
@@ -41,6 +54,43 @@ class TpuAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     TORCH_CHECK(false, "tpu storages cannot be copied byte-wise on the host");
+  }
+
+  // The accounting works before the PJRT client starts (everything is 0 then).
+  bool initialized() override { return true; }
+  // Nothing is cached: a buffer goes back to PJRT when its storage dies.
+  void emptyCache(c10::MempoolId_t) override {}
+  // PJRT keeps a buffer alive while launched work reads it.
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    engine::Runtime::MemoryCounters m = engine::Runtime::get().memory_counters(device);
+    c10::CachingDeviceAllocator::DeviceStats s;
+    auto fill = [](c10::CachingDeviceAllocator::StatArray& a, int64_t cur, int64_t peak,
+                   int64_t allocated, int64_t freed) {
+      // One pool: the aggregate and the large pool say the same.
+      for (size_t k : {size_t(0), size_t(2)}) {
+        a[k].current = cur;
+        a[k].peak = peak;
+        a[k].allocated = allocated;
+        a[k].freed = freed;
+      }
+    };
+    for (auto* a : {&s.allocation, &s.segment, &s.active})
+      fill(*a, m.count, m.peak_count, m.allocs_total, m.frees_total);
+    for (auto* a : {&s.allocated_bytes, &s.reserved_bytes, &s.active_bytes, &s.requested_bytes})
+      fill(*a, m.live, m.peak, m.allocated_total, m.freed_total);
+    s.num_device_alloc = m.allocs_total;
+    s.num_device_free = m.frees_total;
+    return s;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    engine::Runtime::get().reset_accumulated(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override { engine::Runtime::get().reset_peak(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    auto [free, total] = engine::Runtime::get().memory_info(device < 0 ? current_device() : device);
+    return {static_cast<size_t>(free), static_cast<size_t>(total)};
   }
 };
 
@@ -61,8 +111,13 @@ engine::Slot* slot_of(const at::Tensor& t) {
 }
 
 const std::shared_ptr<engine::Slot>& slot_ref(const at::Tensor& t) {
-  auto* h = static_cast<SlotHolder*>(t.storage().data_ptr().get_context());
-  TORCH_CHECK(h != nullptr, "tpu tensor without a device storage");
+  return slot_of_storage(*t.storage().unsafeGetStorageImpl());
+}
+
+const std::shared_ptr<engine::Slot>& slot_of_storage(const c10::StorageImpl& st) {
+  auto* h = static_cast<SlotHolder*>(st.data_ptr().get_context());
+  TORCH_CHECK(h != nullptr && st.data_ptr().get_deleter() == &delete_slot,
+              "tpu tensor without a device storage");
   return h->slot;
 }
 

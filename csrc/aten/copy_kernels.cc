@@ -71,8 +71,12 @@ at::Tensor to_host(const at::Tensor& self) {
     slot = slot_of(src);
   }
   at::Tensor out = at::empty(self.sizes(), self.options().device(c10::kCPU));
+  std::shared_ptr<pjrt::Buffer> buf = slot->buffer();  // runs pending work
+  // The host waits here anyway: device-side checks of everything launched so
+  // far report first (a value computed past a bad index is not returned).
+  raise_device_check_failures(-1);
   if (out.numel() == 0) return out;
-  engine::download(*slot->buffer(), out.mutable_data_ptr(), out.nbytes());
+  engine::download(*buf, out.mutable_data_ptr(), out.nbytes());
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "aten/op_kernel.h"
 #include "aten/python_stack.h"
 #include "aten/tpu_tensor.h"
+#include "engine/device_checks.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/program_cache.h"
@@ -63,6 +64,8 @@ struct GraphSlot {
 
 struct FusedProgram {
   std::shared_ptr<pjrt::Executable> exe;
+  // The node of each device-side check; with any, the last output is their flags.
+  std::vector<size_t> check_nodes;
 };
 
 struct Graph {
@@ -124,29 +127,44 @@ std::string describe_node(const Graph& g, size_t i) {
 }
 
 // Emits the first `upto` nodes; returns the program's MLIR text. `outputs` are
-// graph slots, each written by one of those nodes.
-std::string build(Graph& g, const std::vector<int>& outputs, size_t upto) {
+// graph slots, each written by one of those nodes. With `check_nodes`, the
+// nodes' device-side checks become a last output (their nodes listed there) and
+// storages the graph rewrites keep their contents when one fails.
+std::string build(Graph& g, const std::vector<int>& outputs, size_t upto,
+                  std::vector<size_t>* check_nodes = nullptr) {
+  std::vector<lower::Ctx::Check> checks;
   hlo::Builder b;
   std::vector<hlo::Value> pvals;
   for (const auto& p : g.params) pvals.push_back(b.parameter(p.type));
   std::vector<hlo::Value> cur(g.slots.size());
   for (size_t id = 0; id < g.slots.size(); ++id)
     if (g.slots[id].param >= 0) cur[id] = pvals[g.slots[id].param];
+  // Every slot's value before the first node that declares checks: what the
+  // outputs fall back to when a check fails (that op and later ones leave no
+  // partial writes visible; storages made before it keep their values).
+  std::vector<hlo::Value> before;
   for (size_t k = 0; k < upto; ++k) {
     Node& n = g.nodes[k];
+    if (check_nodes && before.empty() && !n.entry->checks.empty()) before = cur;
     std::vector<hlo::Value> in;
     in.reserve(n.ins.size());
     for (const auto& i : n.ins) in.push_back(i.internal ? cur[i.id] : pvals[i.id]);
     std::vector<hlo::Value> vals;
+    size_t had = checks.size();
     try {
-      vals = emit(n.rec, b, in, *n.entry, false);
+      vals = emit(n.rec, b, in, *n.entry, false, check_nodes ? &checks : nullptr);
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
+    if (check_nodes) check_nodes->insert(check_nodes->end(), checks.size() - had, k);
     for (size_t j = 0; j < vals.size(); ++j) cur[n.outs[j]] = vals[j];
   }
   std::vector<hlo::Value> rets;
-  for (int id : outputs) rets.push_back(cur[id]);
+  hlo::Value failed;
+  if (!checks.empty()) failed = any_failed(b, checks);
+  for (int id : outputs)
+    rets.push_back(checks.empty() ? cur[id] : unless_failed(b, failed, before.empty() ? hlo::Value{} : before[id], cur[id]));
+  if (!checks.empty()) rets.push_back(check_flags(b, checks));
   b.ret(rets);
   return b.module_text();
 }
@@ -178,6 +196,41 @@ std::string locate_compile_failure(Graph& g) {
   return describe_node(g, hi - 1);
 }
 
+// Hands a launched fused program's check flags to engine/device_checks.h, with
+// what names each check's node and the Python line that recorded it.
+void register_checks(const Graph& g, const FusedProgram& prog, std::shared_ptr<pjrt::Buffer> flags,
+                     int device) {
+  struct Site {
+    std::string op;
+    PyStack stack;
+    size_t node;
+  };
+  auto sites = std::make_shared<std::vector<Site>>();
+  auto entries = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
+  engine::PendingChecks p;
+  size_t prev = SIZE_MAX, j = 0;
+  for (size_t node : prog.check_nodes) {
+    j = node == prev ? j + 1 : 0;
+    prev = node;
+    const Node& n = g.nodes[node];
+    entries->push_back(n.entry);
+    p.specs.push_back(&n.entry->checks.at(j));
+    sites->push_back(Site{n.rec.info->name, n.stack, node});
+  }
+  const size_t total = g.nodes.size();
+  p.flags = std::move(flags);
+  p.keep = entries;
+  p.where = [sites, total](size_t i) {
+    const Site& s = (*sites)[i];
+    std::string d = "node " + std::to_string(s.node + 1) + " of " + std::to_string(total) + " (" +
+                    s.op + ") of a fused graph, ";
+    if (s.stack.empty()) return d + "recorded without a Python frame (by autograd's backward, or with TORCH_TPU_DEFER_STACKS=0)";
+    return d + "recorded at (most recent call last):\n" + s.stack.format();
+  };
+  p.device = device;
+  engine::add_pending_checks(std::move(p));
+}
+
 void run_graph(Graph& g, const std::string& reason) {
   std::vector<int> outputs;  // written storages someone can still read
   for (size_t id = 0; id < g.slots.size(); ++id)
@@ -195,7 +248,7 @@ void run_graph(Graph& g, const std::string& reason) {
   } else {
     g.stats.fused_cache_misses++;
     prog = std::make_shared<FusedProgram>();
-    std::string mlir = build(g, outputs, g.nodes.size());
+    std::string mlir = build(g, outputs, g.nodes.size(), &prog->check_nodes);
     try {
       prog->exe = engine::compile_program(mlir, what);
     } catch (const std::exception& e) {
@@ -213,6 +266,7 @@ void run_graph(Graph& g, const std::string& reason) {
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
   auto outs = engine::launch(*prog->exe, raw, device, what);
+  if (!prog->check_nodes.empty()) register_checks(g, *prog, outs.back(), device);
   for (size_t j = 0; j < outputs.size(); ++j) {
     auto& s = g.slots[outputs[j]].slot;
     s->fulfil(outs[j], s->raw_elem());
@@ -321,6 +375,12 @@ void flush_pending(const std::string& reason) {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mu);
   flush_locked(g, reason);
+}
+
+void flush_if_uses(engine::Slot* slot, const std::string& reason) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.slot_ids.count(slot)) flush_locked(g, reason);
 }
 
 DeferredStats deferred_stats() {

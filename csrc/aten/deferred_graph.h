@@ -18,6 +18,10 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e);
 // Runs the pending graph now (no-op when empty); `reason` is counted in stats.
 void flush_pending(const std::string& reason);
 
+// Runs the pending graph when it reads or writes `slot` (before the storage
+// changes size under recorded work).
+void flush_if_uses(engine::Slot* slot, const std::string& reason);
+
 // Names the reason of flushes triggered by reading a pending storage on this
 // thread while alive (e.g. "host read" around a device-to-host copy).
 class FlushReason {

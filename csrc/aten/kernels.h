@@ -12,11 +12,17 @@ void register_batch_norm_kernel(torch::Library& m);
 void register_data_dependent_kernels(torch::Library& m);
 // Refuses sparse tensors and sparse embedding gradients (sparse_kernels.cc).
 void register_sparse_kernels(torch::Library& m);
+// torch.autocast("tpu"): CUDA's cast policy on the AutocastPrivateUse1 key (autocast.cc).
+void register_autocast_kernels();
 // Registers the generic kernel for every lowered op and the CPU fallback.
 void register_all_kernels();
 
-// Grows a tpu storage to `new_nbytes` bytes, keeping its contents.
+// Grows a tpu tensor's storage to `new_nbytes` bytes (no-op when it is that
+// large already), keeping its contents (storage_resize.cc).
 void resize_storage(const at::Tensor& self, int64_t new_nbytes);
+// Resizes a tpu storage to exactly `new_nbytes` bytes in place: contents kept
+// up to the smaller size, the rest zeros; 0 frees the device buffer.
+void resize_storage_bytes(c10::StorageImpl* st, int64_t new_nbytes);
 // The indices of aten::index / index_put_ with boolean masks replaced by the
 // long indices they stand for (synchronises on the host), CPU indices moved to `device`.
 c10::List<std::optional<at::Tensor>> expand_index_masks(

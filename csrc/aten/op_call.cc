@@ -163,11 +163,27 @@ int Call::scalar_input(const c10::Scalar& s) {
   return static_cast<int>(inputs.size()) - 1;
 }
 
+// torch.set_float32_matmul_precision as XLA's precision config: "highest"
+// (PyTorch's default) keeps float32 accuracy, as on the CPU; "high" allows
+// three bfloat16 passes per product and "medium" one, TPU's cheaper modes.
+static hlo::Precision matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH: return hlo::Precision::HIGH;
+    case at::Float32MatmulPrecision::MEDIUM: return hlo::Precision::DEFAULT;
+    default: return hlo::Precision::HIGHEST;
+  }
+}
+
 void Call::walk() {
   key.clear();
   inputs.clear();
   descs.assign(nargs, ArgDesc{});
   put(key, static_cast<const void*>(&op.schema()));
+  precision = matmul_precision();
+  put(key, static_cast<int8_t>(precision));
+  // Type promotion reads the default dtype (int tensor * 1.5, torch.tensor(1.0)):
+  // a program made under float32 must not serve a call under float64.
+  put(key, static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = arg(i);
     ArgDesc& d = descs[i];
@@ -272,14 +288,14 @@ void Call::walk() {
 }
 
 OpRecord Call::take_record() {
-  OpRecord r{op, &info, std::move(descs), {}};
+  OpRecord r{op, &info, std::move(descs), {}, precision};
   r.input_types.reserve(inputs.size());
   for (const auto& in : inputs) r.input_types.push_back(in.type);
   return r;
 }
 
 OpRecord Call::record() const {
-  OpRecord r{op, &info, descs, {}};
+  OpRecord r{op, &info, descs, {}, precision};
   r.input_types.reserve(inputs.size());
   for (const auto& in : inputs) r.input_types.push_back(in.type);
   return r;

@@ -8,6 +8,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,19 @@ struct Entry {
   std::vector<lower::OutMeta> meta;    // PyTorch's meta results (when it has a meta kernel)
   bool have_meta = false;
   std::string mlir;                    // the single-op program
-  std::shared_ptr<pjrt::Executable> exe;
+  // Device-side checks the lowering declared; when any, the program's last
+  // output is their s64[2n] flags (engine/device_checks.h).
+  std::vector<lower::CheckSpec> checks;
+
+  // The single-op program, compiled on first use. Threads running the same op
+  // signature at once share one Entry: one compiles while the others wait, and
+  // each gets its own reference, so an executable is never replaced (and freed)
+  // while another thread launches it.
+  std::shared_ptr<pjrt::Executable> executable(const std::string& what);
+
+ private:
+  std::mutex exe_mu_;
+  std::shared_ptr<pjrt::Executable> exe_;
 };
 
 // Everything needed to emit an op later, holding no tensor (so that recording
@@ -76,6 +89,9 @@ struct OpRecord {
   OpInfo* info;
   std::vector<ArgDesc> descs;
   std::vector<hlo::TensorType> input_types;
+  // XLA precision of float32 dots/convolutions, from torch.set_float32_matmul_precision
+  // at the time of the call (part of the key).
+  hlo::Precision precision = hlo::Precision::HIGHEST;
 };
 
 struct Call {
@@ -86,6 +102,7 @@ struct Call {
   bool deferred = false;  // pending storages are inputs, not materialised
   int device = -1;
   std::string key;
+  hlo::Precision precision = hlo::Precision::HIGHEST;
   std::vector<Input> inputs;
   std::vector<ArgDesc> descs;
 
@@ -117,8 +134,16 @@ std::shared_ptr<Entry> entry_for(Call& c);
 // Emits the op reading input k from `in[k]`. With `first`, fills e.outs,
 // return_counts and rng_numbers. Returns one value per OutSpec that is not
 // kNone: new results as rank-1 arrays, then rewritten storages' new contents.
+// With `checks`, appends the device-side checks the lowering declared.
 std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& in,
-                             Entry& e, bool first);
+                             Entry& e, bool first, std::vector<lower::Ctx::Check>* checks = nullptr);
+// Device-side checks in a program: whether any failed (pred[]), and the flags
+// output (s64[2n]: failed, offending value per check).
+hlo::Value any_failed(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks);
+hlo::Value check_flags(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks);
+// `written` unless a check failed, then `before`: a failed program leaves the
+// storages it would have written as they were. Types must agree (else `written`).
+hlo::Value unless_failed(hlo::Builder& b, hlo::Value failed, hlo::Value before, hlo::Value written);
 // Draws the RNG state for a kRng input (advancing the generator).
 void draw_rng(Call& c, const Entry& e);
 // Pops the arguments and pushes the results: `fresh` holds one tensor per

@@ -148,7 +148,7 @@ hlo::Value read_tensor(hlo::Builder& b, const std::vector<hlo::Value>& in, const
 }  // namespace
 
 std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& params,
-                             Entry& e, bool first) {
+                             Entry& e, bool first, std::vector<lower::Ctx::Check>* checks) {
   const OpInfo& info = *r.info;
   const bool have_meta = e.have_meta;
   const std::vector<lower::OutMeta>& meta = e.meta;
@@ -184,11 +184,17 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
     }
   }
 
+  b.set_float32_precision(r.precision);
   lower::Ctx ctx(b, r.op.schema(), std::move(args), have_meta ? meta : std::vector<lower::OutMeta>{});
   if (info.lowering->needs_rng) ctx.set_rng_param(params.back());
   std::vector<hlo::Value> results = info.lowering->fn(ctx);
   Entry* entry = first ? &e : nullptr;
-  if (first) e.rng_numbers = ctx.rng_numbers();
+  if (first) {
+    e.rng_numbers = ctx.rng_numbers();
+    e.checks.clear();
+    for (const auto& ch : ctx.checks()) e.checks.push_back(ch.spec);
+  }
+  if (checks) checks->insert(checks->end(), ctx.checks().begin(), ctx.checks().end());
 
   // The tensors the op writes, flattened in argument order.
   std::vector<const TensorRef*> targets;
@@ -276,6 +282,28 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
   return outputs;
 }
 
+hlo::Value any_failed(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks) {
+  hlo::Value f = checks.at(0).failed;
+  for (size_t i = 1; i < checks.size(); ++i) f = b.binary("or", f, checks[i].failed);
+  return f;
+}
+
+hlo::Value check_flags(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks) {
+  std::vector<hlo::Value> parts;
+  for (const auto& ch : checks) {
+    parts.push_back(b.reshape(b.convert(ch.failed, ElemType::S64), {1}));
+    parts.push_back(b.reshape(ch.value, {1}));
+  }
+  return b.concatenate(parts, 0);
+}
+
+hlo::Value unless_failed(hlo::Builder& b, hlo::Value failed, hlo::Value before, hlo::Value written) {
+  if (!before.valid() || before.type.elem != written.type.elem ||
+      before.dims() != written.dims())
+    return written;
+  return b.select(failed, before, written);
+}
+
 engine::ProgramCache<Entry>& entry_cache() {
   static auto* c = new engine::ProgramCache<Entry>(8192);
   return *c;
@@ -290,7 +318,20 @@ std::shared_ptr<Entry> entry_for(Call& c) {
   hlo::Builder b;
   std::vector<hlo::Value> params;
   for (const auto& in : c.inputs) params.push_back(b.parameter(in.type));
-  b.ret(emit(c.record(), b, params, *e, true));
+  std::vector<lower::Ctx::Check> checks;
+  std::vector<hlo::Value> outs = emit(c.record(), b, params, *e, true, &checks);
+  if (!checks.empty()) {
+    // Written storages keep their contents when a check fails; the flags go last.
+    hlo::Value failed = any_failed(b, checks);
+    size_t o = 0;
+    for (const OutSpec& s : e->outs) {
+      if (s.kind == OutSpec::kNone) continue;
+      if (s.kind == OutSpec::kWrite) outs[o] = unless_failed(b, failed, params[s.input], outs[o]);
+      ++o;
+    }
+    outs.push_back(check_flags(b, checks));
+  }
+  b.ret(outs);
   e->mlir = b.module_text();
   cache.insert(c.key, e);
   return e;

@@ -97,6 +97,7 @@ std::unique_ptr<OpInfo> make_info(const c10::OperatorHandle& op) {
   info->lowering = lower::find(info->name);
   if (!info->lowering) info->lowering = functional_lowering(s, &info->form);
   if (!info->lowering) return nullptr;
+  if (info->lowering->skip_meta) info->has_meta = false;
   const auto& args = s.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     ArgClass c = classify(args[i]);

@@ -4,6 +4,8 @@
 // out= overload).
 #pragma once
 
+#include <atomic>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
@@ -29,7 +31,8 @@ struct OpInfo {
   std::string name;              // "aten::add_.Tensor"
   std::vector<ArgClass> arg_class;
   std::vector<int> mutated;      // indices of arguments the op writes
-  bool has_meta = true;          // flips to false once a meta kernel is missing
+  // Flips to false once a meta kernel is missing; atomic because ops run on many threads.
+  std::atomic<bool> has_meta{true};
   bool has_out = false;          // has out= arguments (an out= form, or a lowering named after one)
 };
 

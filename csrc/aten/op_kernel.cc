@@ -19,6 +19,7 @@
 #include "aten/kernels.h"
 #include "aten/op_call.h"
 #include "aten/tpu_tensor.h"
+#include "engine/device_checks.h"
 #include "engine/execution_mode.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -27,6 +28,8 @@
 namespace tpu::aten {
 
 using hlo::ElemType;
+
+[[noreturn]] void throw_check_failure(const engine::CheckFailure& f);
 
 namespace {
 
@@ -49,14 +52,25 @@ void run_strict(Call& c) {
     engine::metrics().cache_misses++;
     e = entry_for(c);
   }
-  if (!e->exe) e->exe = engine::compile_program(e->mlir, c.info.name);
+  std::shared_ptr<pjrt::Executable> exe = e->executable(c.info.name);
   engine::metrics().ops_executed++;
   draw_rng(c, *e);
   auto bufs = input_buffers(c);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*e->exe, raw, c.device, c.info.name);
+  auto outs = engine::launch(*exe, raw, c.device, c.info.name);
+  if (!e->checks.empty()) {
+    engine::PendingChecks p;
+    p.flags = outs.back();
+    for (const auto& s : e->checks) p.specs.push_back(&s);
+    p.keep = e;
+    std::string name = c.info.name;
+    p.where = [name](size_t) { return name; };
+    p.device = c.device;
+    engine::add_pending_checks(std::move(p));
+    if (engine::launch_blocking()) raise_device_check_failures(c.device);
+  }
 
   std::vector<at::Tensor> fresh;
   size_t o = 0;  // program outputs skip kNone results
@@ -73,6 +87,12 @@ void run_strict(Call& c) {
 }
 
 }  // namespace
+
+std::shared_ptr<pjrt::Executable> Entry::executable(const std::string& what) {
+  std::lock_guard<std::mutex> g(exe_mu_);
+  if (!exe_) exe_ = engine::compile_program(mlir, what);
+  return exe_;
+}
 
 std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device) {
   if (in.kind == Input::kRng) return engine::upload(in.bytes, ElemType::U64, {2}, device);
@@ -159,6 +179,8 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else {
       run_strict(c);
     }
+  } catch (const engine::CheckFailure& f) {
+    throw_check_failure(f);
   } catch (const pjrt::Error& e) {
     if (e.is_out_of_memory())
       TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", info->name, ": ", e.what());
@@ -166,6 +188,19 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK(false, "internal error lowering ", info->name, " (arguments: ", describe(c),
                 "): ", e.what());
+  }
+}
+
+[[noreturn]] void throw_check_failure(const engine::CheckFailure& f) {
+  if (f.kind() == engine::CheckSpec::kIndexError) TORCH_CHECK_INDEX(false, f.what());
+  TORCH_CHECK(false, f.what());
+}
+
+void raise_device_check_failures(int device) {
+  try {
+    engine::raise_failed_checks(device);
+  } catch (const engine::CheckFailure& f) {
+    throw_check_failure(f);
   }
 }
 

@@ -15,6 +15,11 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // A device buffer holding one scalar value, cached by value.
 std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, hlo::ElemType elem, int device);
 
+// Device-side checks (engine/device_checks.h) at a point where the host waits
+// anyway: raises the first failed check of `device` (-1: all) as the exception
+// PyTorch's CPU backend raises (IndexError, RuntimeError).
+void raise_device_check_failures(int device = -1);
+
 void clear_program_cache();
 size_t program_cache_size();
 

@@ -12,6 +12,7 @@
 #include "engine/disk_cache.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
+#include "engine/device_checks.h"
 #include "engine/runtime.h"
 #include "lower/registry.h"
 
@@ -19,6 +20,9 @@ namespace tpu::aten {
 void register_hooks();
 void bind_modes(pybind11::module& m);
 void install_flush_hook();
+}
+namespace tpu::dist {
+void bind_distributed(pybind11::module& m);
 }
 
 namespace py = pybind11;
@@ -36,6 +40,9 @@ auto guarded(F f) {
   } catch (const tpu::pjrt::Error& e) {
     throw std::runtime_error(e.what());
   } catch (const std::out_of_range& e) {
+    throw std::runtime_error(e.what());
+  } catch (const tpu::engine::CheckFailure& e) {
+    if (e.kind() == tpu::engine::CheckSpec::kIndexError) throw py::index_error(e.what());
     throw std::runtime_error(e.what());
   }
 }
@@ -75,6 +82,7 @@ py::dict metrics_dict() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   tpu::aten::bind_modes(m);
+  tpu::dist::bind_distributed(m);
   m.def("_register", [] {
     tpu::aten::install_flush_hook();
     tpu::aten::register_hooks();
@@ -105,10 +113,19 @@ PYBIND11_MODULE(_C, m) {
     guarded([device] {
       tpu::aten::flush_pending("synchronize");
       tpu::engine::synchronize(device);
+      tpu::engine::raise_failed_checks(device);
       return 0;
     });
   });
   m.def("_memory_allocated", [](int d) { return Runtime::get().allocated(d); });
+  m.def("_set_memory_limit", [](int64_t bytes) { Runtime::get().set_memory_limit(bytes); });
+  m.def("_set_memory_fraction", [](double f, int d) {
+    try {
+      Runtime::get().set_memory_fraction(d, f);
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+  });
   m.def("_max_memory_allocated", [](int d) { return Runtime::get().peak(d); });
   m.def("_allocation_count", [](int d) { return Runtime::get().alloc_count(d); });
   m.def("_reset_peak_memory_stats", [](int d) { Runtime::get().reset_peak(d); });
@@ -121,6 +138,16 @@ PYBIND11_MODULE(_C, m) {
     guarded([&] { tpu::engine::compile_program(mlir, what); return 0; });
   });
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
+  // Device-side checks (TORCH_TPU_CHECKS): programs built under the old setting
+  // are dropped so that every later program follows the new one.
+  m.def("_device_checks_enabled", [] { return tpu::lower::checks_enabled(); });
+  m.def("_set_device_checks", [](bool on) {
+    py::gil_scoped_release nogil;
+    tpu::aten::flush_pending("device checks switched");
+    tpu::lower::set_checks_enabled(on);
+    tpu::aten::clear_program_cache();
+    tpu::aten::clear_fused_cache();
+  });
   // Persistent compile cache (torch_tpu/cache.py).
   m.def("_cache_configure", &tpu::engine::configure_disk_cache);
   m.def("_cache_info", [] {

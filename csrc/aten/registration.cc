@@ -40,7 +40,8 @@ const std::set<std::string>& hand_written() {
       "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
       "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
-      "aten::_embedding_bag_backward"};
+      "aten::_embedding_bag_backward", "aten::record_stream",
+      "aten::_has_compatible_shallow_copy_type"};
   return s;
 }
 
@@ -71,6 +72,7 @@ void register_all_kernels() {
   auto* fallback = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                       __FILE__, __LINE__);
   fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  register_autocast_kernels();
 }
 
 }  // namespace tpu::aten

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "aten/kernels.h"
@@ -54,54 +55,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(d)));
   return at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(), t);
 }
-
-// A device program that copies the first `from` elements into a zero-padded
-// array of `to` elements (growing a storage keeps its contents).
-std::shared_ptr<pjrt::Buffer> grow(const std::shared_ptr<pjrt::Buffer>& buf, hlo::ElemType elem,
-                                   int64_t from, int64_t to, int device) {
-  static std::mutex mu;
-  static auto* progs = new std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>>();
-  std::string key = std::to_string(int(elem)) + ":" + std::to_string(from) + ":" + std::to_string(to);
-  std::shared_ptr<pjrt::Executable> exe;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = progs->find(key);
-    if (it != progs->end()) exe = it->second;
-  }
-  if (!exe) {
-    hlo::Builder b;
-    hlo::Value p = b.parameter({elem, {from}});
-    b.ret({b.pad(p, b.constant_i(0, elem), {0}, {to - from}, {0})});
-    exe = engine::compile_program(b.module_text(), "resize_");
-    std::lock_guard<std::mutex> g(mu);
-    (*progs)[key] = exe;
-  }
-  return engine::launch(*exe, {buf.get()}, device, "resize_")[0];
-}
-
-}  // namespace
-
-void resize_storage(const at::Tensor& self, int64_t new_nbytes) {
-  engine::Slot* slot = slot_of(self);
-  if (new_nbytes <= slot->nbytes()) return;
-  uint64_t addr = engine::reserve_address(new_nbytes);
-  std::shared_ptr<pjrt::Buffer> buf;
-  hlo::ElemType elem = slot->elem();
-  if (slot->has_buffer() && slot->length() > 0) {
-    int64_t size = static_cast<int64_t>(engine::elem_size(elem));
-    buf = grow(slot->buffer(), elem, slot->length(), new_nbytes / size, slot->device());
-  }
-  slot->reset(new_nbytes, addr, buf, elem);
-  c10::StorageImpl* st = self.storage().unsafeGetStorageImpl();
-  // Keep the DataPtr's context (the Slot) and device; only the address moves.
-  c10::DataPtr old = st->set_data_ptr(c10::DataPtr(nullptr, c10::Device(kTpu)));
-  c10::DataPtr moved(reinterpret_cast<void*>(addr), old.release_context(), old.get_deleter(),
-                     old.device());
-  st->set_data_ptr_noswap(std::move(moved));
-  st->set_nbytes(new_nbytes);
-}
-
-namespace {
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
@@ -151,6 +104,32 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(st), 0, {0}, {});
 }
 
+// Tensor.record_stream (FSDP, DDP): there is no caching allocator to hold the
+// memory back from; PJRT keeps a buffer alive while launched work reads it.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kTpu, "record_stream: expected a tpu stream, got a ",
+              s.device_type(), " stream");
+}
+
+// Whether `from` may replace `self`'s contents through `self.data = from`. PyTorch
+// asks this in Module._apply (module.to("tpu")): when true it swaps `.data` in
+// place, so each Parameter stays the same object (tied weights stay tied,
+// optimizers built beforehand keep their parameters) as on CUDA. A plain CPU
+// tensor and a plain tpu tensor are the same TensorImpl type, so they are
+// compatible; anything else (subclasses, functional or fake tensors, other
+// layouts) keeps PyTorch's own rule.
+bool plain_dense(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  c10::DeviceType d = t.device().type();
+  return typeid(*impl) == typeid(c10::TensorImpl) && t.layout() == c10::kStrided &&
+         (d == c10::kCPU || d == kTpu) && !t.key_set().has(c10::DispatchKey::Python);
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  return plain_dense(self) && plain_dense(from);
+}
+
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
@@ -174,6 +153,8 @@ void register_tensor_kernels(torch::Library& m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 }  // namespace tpu::aten

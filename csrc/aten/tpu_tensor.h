@@ -18,6 +18,7 @@ c10::Allocator* tpu_allocator();
 // The Slot of a tpu tensor's storage (never null for a tensor with storage).
 engine::Slot* slot_of(const at::Tensor& t);
 const std::shared_ptr<engine::Slot>& slot_ref(const at::Tensor& t);
+const std::shared_ptr<engine::Slot>& slot_of_storage(const c10::StorageImpl& st);
 engine::ViewLayout layout_of(const at::Tensor& t);
 
 // A new contiguous tpu tensor of `sizes`/`dtype` on `device` whose storage holds `buf`.

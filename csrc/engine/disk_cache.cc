@@ -58,9 +58,10 @@ int write_all(int fd, const char* data, size_t n) {
   return 0;
 }
 
-// Reads the whole file; returns 0 or an errno (ENOENT: no entry).
-int read_file(const std::string& path, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Reads the whole file; returns 0 or an errno (ENOENT: no entry). `owner` gets
+// the file's owner (checked on the open descriptor: no race with a swap).
+int read_file(const std::string& path, std::string* out, uid_t* owner) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return errno;
   struct stat st;
   int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) ? 0 : EISDIR);
@@ -68,6 +69,7 @@ int read_file(const std::string& path, std::string* out) {
     ::close(fd);
     return err;
   }
+  *owner = st.st_uid;
   out->resize(static_cast<size_t>(st.st_size));
   size_t got = 0;
   while (got < out->size()) {
@@ -164,6 +166,25 @@ void DiskCache::configure(const std::string& dir, uint64_t max_bytes, bool enabl
   enabled_ = enabled && !dir.empty();
   write_failed_ = false;
   known_bytes_ = -1;
+  dir_checked_ = false;
+  dir_problem_.clear();
+}
+
+std::string DiskCache::dir_problem() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (dir_checked_) return dir_problem_;
+  struct stat st;
+  if (::stat(dir_.c_str(), &st) == 0) {  // a missing directory is created 0700 on store
+    dir_checked_ = true;
+    if (st.st_uid != ::geteuid())
+      dir_problem_ = dir_ + " is owned by uid " + std::to_string(st.st_uid) + ", not this user (uid " +
+                     std::to_string(::geteuid()) + ")";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+      dir_problem_ = dir_ + " is writable by other users (mode " +
+                     std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                     std::to_string(st.st_mode & 7) + "); chmod 700 it";
+  }
+  return dir_problem_;
 }
 
 bool DiskCache::enabled() const {
@@ -188,9 +209,21 @@ DiskCache::LoadResult DiskCache::load(const std::string& key) {
   if (!enabled()) return r;
   std::string path = entry_path(key);
   std::string bytes;
-  int err = read_file(path, &bytes);
+  if (std::string why = dir_problem(); !why.empty()) {
+    r.status = Load::kUnsafe;
+    r.problem = why;
+    return r;
+  }
+  uid_t owner = 0;
+  int err = read_file(path, &bytes, &owner);
   if (err == ENOENT || err == ENOTDIR) {
     r.status = Load::kMissing;
+    return r;
+  }
+  if (err == 0 && owner != ::geteuid()) {
+    r.status = Load::kUnsafe;
+    r.problem = path + " is owned by uid " + std::to_string(owner) + ", not this user (uid " +
+                std::to_string(::geteuid()) + ")";
     return r;
   }
   if (err != 0) {
@@ -228,9 +261,17 @@ DiskCache::StoreResult DiskCache::store(const std::string& key, const std::strin
     r.problem = what;
     return r;
   };
+  if (!dir_problem().empty()) {  // never write where others can plant entries
+    r.skipped = true;
+    return r;
+  }
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return fail("cannot create " + dir + ": " + ec.message());
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return fail("cannot create " + dir + ": " + ec.message());
+    // Only this user may read, plant or replace programs this process will run.
+    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
 
   std::string file;
   file.reserve(kHeaderLen + payload.size());
@@ -242,7 +283,7 @@ DiskCache::StoreResult DiskCache::store(const std::string& key, const std::strin
   file.append(payload);
 
   std::string tmp = (fs::path(dir) / unique_tmp_name(key)).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return fail("cannot write in " + dir + ": " + errno_text(errno));
   int err = write_all(fd, file.data(), file.size());
   if (::close(fd) != 0 && err == 0) err = errno;

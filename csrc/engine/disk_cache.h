@@ -11,6 +11,11 @@
 // succeed (the last rename wins, and both wrote the same program). Readers trust
 // nothing: any header field, length or checksum that does not match rejects it.
 //
+// Shared safely: the directory is created 0700 and entries 0600. An entry owned
+// by another user, or any entry in a directory that others may write (or that
+// another user owns), is never loaded (Load::kUnsafe; the caller warns once):
+// a planted executable would run as this process.
+//
 // Size bound: least-recently-used by file mtime (a hit touches the file), evicted
 // down to 90% of the bound once this process's running total passes the bound.
 #pragma once
@@ -34,11 +39,11 @@ class DiskCache {
   std::string dir() const;
   uint64_t max_bytes() const;
 
-  enum class Load { kHit, kMissing, kBad, kOff };
+  enum class Load { kHit, kMissing, kBad, kUnsafe, kOff };
   struct LoadResult {
     Load status = Load::kOff;
     std::string payload;  // kHit
-    std::string problem;  // kBad: what was wrong, with the file's path
+    std::string problem;  // kBad / kUnsafe: what was wrong, with the file's path
   };
   LoadResult load(const std::string& key);
 
@@ -63,6 +68,8 @@ class DiskCache {
  private:
   DiskCache() = default;
   uint64_t evict_locked(const std::string& keep);
+  // Why the directory may not be trusted ("" when it may); checked once per configure.
+  std::string dir_problem();
 
   mutable std::mutex mu_;
   std::string dir_;
@@ -70,6 +77,8 @@ class DiskCache {
   bool enabled_ = false;
   bool write_failed_ = false;
   int64_t known_bytes_ = -1;  // this process's running estimate; -1: not scanned yet
+  bool dir_checked_ = false;
+  std::string dir_problem_;
 };
 
 }  // namespace tpu::engine

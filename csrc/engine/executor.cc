@@ -20,44 +20,57 @@ namespace tpu::engine {
 namespace {
 std::atomic<bool> g_blocking{false};
 
-// Completion events of launched programs, per device, for synchronize().
-// Pruned of finished ones as it grows so that it stays small.
+// Completion events of launched programs and transfers, per device, for
+// synchronize() and stream events. Pruned of finished ones as it grows so that
+// it stays small.
 struct InFlight {
   std::mutex mu;
-  std::vector<std::pair<int, std::unique_ptr<pjrt::Event>>> events;
+  std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> events;
 };
 InFlight& in_flight() {
   static auto* f = new InFlight();
   return *f;
 }
 
-void track(int device, const pjrt::Buffer& out) {
-  auto ev = out.ready_event();
-  auto& f = in_flight();
-  std::lock_guard<std::mutex> g(f.mu);
-  if (f.events.size() >= 256) {
-    std::vector<std::pair<int, std::unique_ptr<pjrt::Event>>> keep;
-    for (auto& e : f.events)
-      if (!e.second->is_ready()) keep.push_back(std::move(e));
-    f.events.swap(keep);
-  }
-  f.events.emplace_back(device, std::move(ev));
+void prune_locked(InFlight& f) {
+  std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> keep;
+  for (auto& e : f.events)
+    if (!e.second->is_ready()) keep.push_back(std::move(e));
+  f.events.swap(keep);
 }
 }  // namespace
 
+void track_ready(int device, const pjrt::Buffer& out) {
+  std::shared_ptr<pjrt::Event> ev = out.ready_event();
+  auto& f = in_flight();
+  std::lock_guard<std::mutex> g(f.mu);
+  if (f.events.size() >= 256) prune_locked(f);
+  f.events.emplace_back(device, std::move(ev));
+}
+
+std::vector<std::shared_ptr<pjrt::Event>> unfinished_work(int device) {
+  auto& f = in_flight();
+  std::lock_guard<std::mutex> g(f.mu);
+  prune_locked(f);
+  std::vector<std::shared_ptr<pjrt::Event>> out;
+  for (auto& e : f.events)
+    if (device < 0 || e.first == device) out.push_back(e.second);
+  return out;
+}
+
 void synchronize(int device) {
-  std::vector<std::pair<int, std::unique_ptr<pjrt::Event>>> waiting;
+  std::vector<std::shared_ptr<pjrt::Event>> waiting;
   {
     auto& f = in_flight();
     std::lock_guard<std::mutex> g(f.mu);
-    std::vector<std::pair<int, std::unique_ptr<pjrt::Event>>> keep;
+    std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> keep;
     for (auto& e : f.events) {
-      if (device < 0 || e.first == device) waiting.push_back(std::move(e));
+      if (device < 0 || e.first == device) waiting.push_back(std::move(e.second));
       else keep.push_back(std::move(e));
     }
     f.events.swap(keep);
   }
-  for (auto& e : waiting) e.second->await();
+  for (auto& e : waiting) e->await();
 }
 
 bool launch_blocking() { return g_blocking.load(std::memory_order_relaxed); }
@@ -71,6 +84,7 @@ std::string g_dump_dir;
 // the cache is broken, not once per program.
 std::atomic<bool> g_warned_bad{false};
 std::atomic<bool> g_warned_write{false};
+std::atomic<bool> g_warned_unsafe{false};
 
 uint64_t since_ns(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -139,6 +153,15 @@ std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key,
     }
   }
   metrics().disk_misses++;
+  if (r.status == DiskCache::Load::kUnsafe) {
+    metrics().disk_bad_entries++;
+    if (!g_warned_unsafe.exchange(true))
+      TORCH_WARN("torch_tpu: not loading compiled programs from the compile cache: ", r.problem,
+                 ". Another user could plant a program there that this process would run; "
+                 "such entries are never loaded (programs are compiled instead). Use a "
+                 "directory only you can write (TORCH_TPU_CACHE_DIR, mode 700).");
+    return nullptr;
+  }
   if (r.status == DiskCache::Load::kBad) {
     metrics().disk_bad_entries++;
     if (!g_warned_bad.exchange(true))
@@ -179,6 +202,7 @@ void configure_disk_cache(const std::string& dir, uint64_t max_bytes, bool enabl
   DiskCache::get().configure(dir, max_bytes, enabled);
   g_warned_bad = false;
   g_warned_write = false;
+  g_warned_unsafe = false;
 }
 
 void set_dump_dir(const std::string& dir) {
@@ -252,7 +276,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     // Under the profiler the scope covers the device time too, as a user
     // reading the trace expects: wait here, as launch blocking does.
     const bool wait = launch_blocking() || profiling;
-    if (!out.empty() && !wait) track(device, *out[0]);
+    if (!out.empty() && !wait) track_ready(device, *out[0]);
     if (wait)
       for (auto& b : out) b->await_ready();
   } catch (const pjrt::Error& e) {

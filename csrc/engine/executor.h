@@ -41,6 +41,14 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
 // rethrows the first asynchronous error.
 void synchronize(int device);
 
+// Notes that `out` is being produced on `device` by work launched just now
+// (a program's first output, a transfer), for synchronize() and stream events.
+void track_ready(int device, const pjrt::Buffer& out);
+
+// The completion events of the work launched on `device` (-1: all devices)
+// that has not finished yet: what a stream event recorded now waits for.
+std::vector<std::shared_ptr<pjrt::Event>> unfinished_work(int device);
+
 bool launch_blocking();
 void set_launch_blocking(bool on);
 

@@ -2,6 +2,10 @@
 
 #include <pthread.h>
 
+#include <cstdio>
+#include <unistd.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 #include "pjrt/stderr_capture.h"
@@ -95,7 +99,10 @@ void Runtime::note_alloc(int device, int64_t bytes) {
   Mem& m = mem(device);
   m.live += bytes;
   m.count++;
+  m.allocated_total += bytes;
+  m.allocs_total++;
   if (m.live > m.peak) m.peak = m.live;
+  if (m.count > m.peak_count) m.peak_count = m.count;
 }
 
 void Runtime::note_free(int device, int64_t bytes) {
@@ -103,6 +110,88 @@ void Runtime::note_free(int device, int64_t bytes) {
   Mem& m = mem(device);
   m.live -= bytes;
   m.count--;
+  m.freed_total += bytes;
+  m.frees_total++;
+}
+
+Runtime::MemoryCounters Runtime::memory_counters(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return const_cast<Runtime*>(this)->mem(device);
+}
+
+void Runtime::reset_accumulated(int device) {
+  std::lock_guard<std::mutex> g(mu_);
+  Mem& m = mem(device);
+  m.allocated_total = m.freed_total = m.allocs_total = m.frees_total = 0;
+}
+
+int64_t Runtime::memory_capacity(int device) {
+  const size_t d = device < 0 || device >= 64 ? 0 : static_cast<size_t>(device);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (capacity_[d] >= 0) return capacity_[d];
+  }
+  pjrt::MemoryStats st = client().memory_stats(device);
+  int64_t cap = 0;
+  if (st.available && st.bytes_limit > 0) {
+    cap = st.bytes_limit;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    cap = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (limit_ > 0 && (cap == 0 || limit_ < cap)) cap = limit_;
+  cap = static_cast<int64_t>(static_cast<double>(cap) * fraction_[d]);
+  capacity_[d] = cap;
+  return cap;
+}
+
+void Runtime::set_memory_limit(int64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  limit_ = bytes < 0 ? 0 : bytes;
+  for (auto& c : capacity_) c = -1;
+}
+
+void Runtime::set_memory_fraction(int device, double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    throw std::invalid_argument("invalid fraction " + std::to_string(fraction) +
+                                ": the memory fraction must be in [0, 1]");
+  std::lock_guard<std::mutex> g(mu_);
+  const size_t d = device < 0 || device >= 64 ? 0 : static_cast<size_t>(device);
+  fraction_[d] = fraction;
+  capacity_[d] = -1;
+}
+
+namespace {
+std::string gib(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(int64_t(1) << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+  else std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(b));
+  return buf;
+}
+}  // namespace
+
+void Runtime::check_fits(int device, int64_t bytes) {
+  if (bytes <= 0) return;
+  int64_t cap = memory_capacity(device);
+  int64_t used = allocated(device);
+  if (cap <= 0 || used + bytes <= cap) return;
+  throw pjrt::Error(PJRT_Error_Code_RESOURCE_EXHAUSTED,
+                    "tpu out of memory. Tried to allocate " + gib(bytes) + " (" +
+                        std::to_string(bytes) + " bytes) on tpu:" + std::to_string(device) + "; " +
+                        gib(used) + " already allocated of a " + gib(cap) +
+                        " limit (" + std::to_string(cap) + " bytes; set by TORCH_TPU_MEMORY_LIMIT, "
+                        "torch.tpu.set_per_process_memory_fraction or the device). Free tensors "
+                        "you no longer need, or use smaller batches.");
+}
+
+std::pair<int64_t, int64_t> Runtime::memory_info(int device) {
+  check_device(device);
+  int64_t total = memory_capacity(device);
+  pjrt::MemoryStats st = client().memory_stats(device);
+  int64_t used = st.available && st.bytes_in_use >= 0 ? st.bytes_in_use : allocated(device);
+  return {std::max<int64_t>(total - used, 0), total};
 }
 
 int64_t Runtime::allocated(int device) const {
@@ -121,6 +210,7 @@ void Runtime::reset_peak(int device) {
   std::lock_guard<std::mutex> g(mu_);
   Mem& m = mem(device);
   m.peak = m.live;
+  m.peak_count = m.count;
 }
 
 }  // namespace tpu::engine

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pjrt/pjrt.h"
@@ -43,6 +44,33 @@ class Runtime {
   int64_t peak(int device) const;
   int64_t alloc_count(int device) const;
   void reset_peak(int device);
+  // Everything the DeviceAllocator reports: live and peak bytes and buffers, and
+  // the totals since the last reset_accumulated().
+  struct MemoryCounters {
+    int64_t live = 0, peak = 0, count = 0, peak_count = 0;
+    int64_t allocated_total = 0, freed_total = 0, allocs_total = 0, frees_total = 0;
+  };
+  MemoryCounters memory_counters(int device) const;
+  void reset_accumulated(int device);
+
+  // The bytes this process may hold on `device`: the limit the PJRT plugin's
+  // allocator reports (TPU, GPU), else (the CPU plugin, which reports none) the
+  // machine's physical RAM, which is what its buffers live in. The one place
+  // that decides the capacity: a configured byte limit belongs here too.
+  int64_t memory_capacity(int device);
+  // (free, total) bytes, as cudaMemGetInfo: total = memory_capacity(); in use is
+  // the plugin's own figure where it reports one, else our accounting.
+  std::pair<int64_t, int64_t> memory_info(int device);
+
+  // A byte limit imposed on every device (TORCH_TPU_MEMORY_LIMIT; 0: none) and a
+  // per-device fraction (torch.tpu.set_per_process_memory_fraction), on any
+  // platform: memory_capacity() honours both, so a CPU host can act as a chip
+  // of a given size.
+  void set_memory_limit(int64_t bytes);
+  void set_memory_fraction(int device, double fraction);
+  // Throws pjrt::Error(RESOURCE_EXHAUSTED) naming the request, the bytes in use
+  // and the capacity when `bytes` more would not fit on `device`.
+  void check_fits(int device, int64_t bytes);
 
   void mark_forked() { forked_ = true; }
 
@@ -55,9 +83,10 @@ class Runtime {
   std::shared_ptr<pjrt::Client> client_;
   std::string init_error_;
   bool forked_ = false;
-  struct Mem {
-    int64_t live = 0, peak = 0, count = 0;
-  };
+  using Mem = MemoryCounters;
+  int64_t limit_ = 0;
+  std::vector<double> fraction_ = std::vector<double>(64, 1.0);
+  std::vector<int64_t> capacity_ = std::vector<int64_t>(64, -1);  // memoised memory_capacity
   std::vector<Mem> mem_;
   Mem& mem(int device);
 };

@@ -28,7 +28,7 @@ uint64_t reserve_address(int64_t nbytes) {
 }
 
 int64_t Slot::raw_length() const {
-  return (buffer_ || pending_) ? nbytes_ / static_cast<int64_t>(elem_size(elem_)) : 0;
+  return (pending_ || raw_has_buffer()) ? nbytes_ / static_cast<int64_t>(elem_size(elem_)) : 0;
 }
 
 void Slot::flush() {
@@ -39,12 +39,15 @@ void Slot::flush() {
 }
 
 void Slot::store(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
+  std::shared_ptr<pjrt::Buffer> old;  // released outside the lock
+  std::lock_guard<std::mutex> g(mu_);
   int64_t bytes = buf ? nbytes_ : 0;
   if (bytes != accounted_) {
     if (accounted_) Runtime::get().note_free(device_, accounted_);
     if (bytes) Runtime::get().note_alloc(device_, bytes);
     accounted_ = bytes;
   }
+  old = std::move(buffer_);
   buffer_ = std::move(buf);
   elem_ = elem;
 }

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "hlo/builder.h"
 #include "pjrt/pjrt.h"
@@ -39,8 +40,9 @@ class Slot {
   int64_t nbytes() const { return nbytes_; }
   uint64_t address() const { return address_; }
 
-  bool has_buffer() { materialize(); return buffer_ != nullptr; }
-  const std::shared_ptr<pjrt::Buffer>& buffer() { materialize(); return buffer_; }
+  bool has_buffer() { materialize(); return raw_has_buffer(); }
+  // A reference of its own: another thread may swap the buffer meanwhile.
+  std::shared_ptr<pjrt::Buffer> buffer() { materialize(); return raw_buffer(); }
   hlo::ElemType elem() { materialize(); return elem_; }
   int64_t length() { materialize(); return raw_length(); }
   // Replaces the contents; `buf` must be rank 1 with nbytes() bytes.
@@ -53,15 +55,21 @@ class Slot {
   bool pending() const { return pending_; }
   // Marks the contents as a pending value of element type `elem`.
   void set_pending(hlo::ElemType elem) {
-    pending_ = true;
     elem_ = elem;
+    pending_ = true;
   }
   // Binds the graph's result and clears the pending mark.
   void fulfil(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem);
   void drop_pending() { pending_ = false; }
   hlo::ElemType raw_elem() const { return elem_; }
-  bool raw_has_buffer() const { return buffer_ != nullptr; }
-  const std::shared_ptr<pjrt::Buffer>& raw_buffer() const { return buffer_; }
+  bool raw_has_buffer() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return buffer_ != nullptr;
+  }
+  std::shared_ptr<pjrt::Buffer> raw_buffer() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return buffer_;
+  }
   int64_t raw_length() const;  // elements, of the buffer or the pending value
 
   bool alive() const { return alive_; }
@@ -77,10 +85,13 @@ class Slot {
   int device_;
   int64_t nbytes_;
   uint64_t address_;
+  // Guards buffer_ and accounted_: threads share storages (a model's weights),
+  // and copying a shared_ptr while another thread assigns it is a data race.
+  mutable std::mutex mu_;
   std::shared_ptr<pjrt::Buffer> buffer_;
-  hlo::ElemType elem_ = hlo::ElemType::U8;
+  std::atomic<hlo::ElemType> elem_{hlo::ElemType::U8};
   int64_t accounted_ = 0;  // bytes reported to Runtime's memory accounting
-  bool pending_ = false;
+  std::atomic<bool> pending_{false};
   std::atomic<bool> alive_{true};
 };
 

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "engine/slot.h"
@@ -58,7 +59,9 @@ std::shared_ptr<pjrt::Buffer> upload(const void* data, ElemType elem,
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   metrics().bytes_to_device += static_cast<uint64_t>(n) * elem_size(elem);
-  return Runtime::get().client().buffer_from_host(data, to_pjrt(elem), dims, device);
+  auto buf = Runtime::get().client().buffer_from_host(data, to_pjrt(elem), dims, device);
+  track_ready(device, *buf);  // the device side of the copy may still be running
+  return buf;
 }
 
 std::shared_ptr<pjrt::Buffer> zeros(ElemType elem, int64_t n, int device) {

@@ -50,6 +50,13 @@ struct Value {
 
 enum class Cmp { EQ, NE, LT, LE, GT, GE };
 
+// XLA's precision config of dot_general / convolution operands. On a TPU a
+// float32 product is computed from bfloat16 passes: DEFAULT one pass, HIGH
+// three (bf16_3x), HIGHEST six (float32 accuracy). Other platforms (XLA:CPU)
+// compute float32 in float32 whatever the setting.
+enum class Precision { DEFAULT, HIGH, HIGHEST };
+const char* precision_name(Precision p);  // "DEFAULT", "HIGH", "HIGHEST"
+
 // Built-in reduction bodies, so simple reductions need no lambda.
 enum class ReduceOp { Add, Mul, Max, Min, And, Or, Xor };
 
@@ -124,11 +131,40 @@ class Builder {
   Value reverse(Value a, const std::vector<int64_t>& dims);
 
   // ---- linear algebra -----------------------------------------------------
+  // The precision config that dot_general and convolution put on float32 (and
+  // complex64) operands from now on; HIGHEST until changed. Operands of other
+  // types get none: bfloat16/float16 products are exact in one pass.
+  void set_float32_precision(Precision p);
+  Precision float32_precision() const;
   // Result dims: batch dims, then lhs free dims, then rhs free dims (StableHLO order).
+  // `result` is the preferred element type: bfloat16/float16 operands with a
+  // float32 result accumulate in float32.
   Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                     const std::vector<int64_t>& rhs_batch,
                     const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, ElemType result);
+
+  // ---- in-program collectives (builder_collectives.cc) ------------------------
+  // `groups` are replica groups: each inner list names the replicas that
+  // exchange data (every replica in exactly one group, all groups one size,
+  // at least one group). A nonzero `channel_id` gives the op a channel handle
+  // (cross-partition programs need one; cross-replica ones do not).
+  Value all_reduce(Value x, ReduceOp op, const std::vector<std::vector<int64_t>>& groups,
+                   int64_t channel_id = 0);
+  // Concatenates the group's `x` along `dim` (that dimension grows group-size times).
+  Value all_gather(Value x, int64_t dim, const std::vector<std::vector<int64_t>>& groups,
+                   int64_t channel_id = 0);
+  // Reduces across the group, then each replica keeps its slice along `dim`.
+  Value reduce_scatter(Value x, int64_t dim, ReduceOp op,
+                       const std::vector<std::vector<int64_t>>& groups, int64_t channel_id = 0);
+  // Splits `x` along split_dim into group-size blocks, sends block j to the
+  // group's j-th replica, concatenates what arrives along concat_dim.
+  Value all_to_all(Value x, int64_t split_dim, int64_t concat_dim,
+                   const std::vector<std::vector<int64_t>>& groups, int64_t channel_id = 0);
+  // Sends `x` from each pair's source replica to its target; a replica that is
+  // no pair's target gets zeros.
+  Value collective_permute(Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                           int64_t channel_id = 0);
 
   // ---- reductions and regions ----------------------------------------------
   // Reduces `dims` away (result keeps the other dims in order).

@@ -56,6 +56,10 @@ struct Builder::Impl {
   std::string* out = &body;    // where ops are appended (a region buffer while in one)
   int depth = 2;               // indent level of the op being emitted (2 spaces each)
   mutable std::string text;    // module text, built once after ret()
+  Precision f32_precision = Precision::HIGHEST;  // set_float32_precision()
+
+  // ", precision_config = [...]" for dot/convolution operands of type t, or "".
+  std::string precision_attr(ElemType t) const;
 
   void ensure_open() const;
   // Name of `v` for use as an operand of `op`; validates it belongs here.

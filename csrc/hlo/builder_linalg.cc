@@ -40,6 +40,24 @@ std::string conv_layout(const std::string& op, int64_t rank, int64_t d0, char c0
 
 }  // namespace
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::DEFAULT: return "DEFAULT";
+    case Precision::HIGH: return "HIGH";
+    case Precision::HIGHEST: return "HIGHEST";
+  }
+  return "HIGHEST";
+}
+
+std::string Builder::Impl::precision_attr(ElemType t) const {
+  if (t != ElemType::F32 && t != ElemType::C64) return "";
+  const std::string one = std::string("#stablehlo<precision ") + precision_name(f32_precision) + ">";
+  return ", precision_config = [" + one + ", " + one + "]";
+}
+
+void Builder::set_float32_precision(Precision p) { impl_->f32_precision = p; }
+Precision Builder::float32_precision() const { return impl_->f32_precision; }
+
 int64_t window_output_size(int64_t in, int64_t lhs_dil, int64_t lo, int64_t hi, int64_t win,
                            int64_t win_dil, int64_t stride) {
   return window_out(in, lhs_dil, lo, hi, win, win_dil, stride);
@@ -80,7 +98,9 @@ Value Builder::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs
   field("rhs_batching_dimensions", rhs_batch);
   field("lhs_contracting_dimensions", lhs_contract);
   field("rhs_contracting_dimensions", rhs_contract);
-  return impl_->emit(op, {lhs, rhs}, {}, "dot_dimension_numbers = #stablehlo.dot<" + dn + ">",
+  return impl_->emit(op, {lhs, rhs}, {},
+                     "dot_dimension_numbers = #stablehlo.dot<" + dn + ">" +
+                         impl_->precision_attr(lhs.elem()),
                      {rt})[0];
 }
 
@@ -148,7 +168,8 @@ Value Builder::convolution(Value lhs, Value rhs, const ConvDims& d,
   if (any_pad) attrs += ", padding = " + padding_attr(pads);
   attrs += ", lhs_dilation = " + i64_array(ldil) + ", rhs_dilation = " + i64_array(rdil) +
            ", feature_group_count = " + std::to_string(fg) +
-           " : i64, batch_group_count = " + std::to_string(bg) + " : i64";
+           " : i64, batch_group_count = " + std::to_string(bg) + " : i64" +
+           impl_->precision_attr(lhs.elem());
   return impl_->emit(op, {lhs, rhs}, {}, attrs, {result})[0];
 }
 

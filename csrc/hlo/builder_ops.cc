@@ -36,8 +36,10 @@ const char* kind_name(Kind k) {
   return "";
 }
 
-// Which element types each named op accepts. Ops not listed are passed through
-// unchecked (same-type result) so new StableHLO ops need no builder change.
+// Which element types each named elementwise op accepts. Every StableHLO
+// unary / binary elementwise op is listed: a name outside the lists is a typo
+// (or an op the builder has no rule for yet) and is rejected when the program is
+// built, instead of reaching the compiler as an unknown op with a guessed type.
 Kind unary_kind(const std::string& op, bool* known) {
   static const std::set<std::string> fc = {
       "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "cosine", "sine", "tan",
@@ -56,13 +58,16 @@ Kind unary_kind(const std::string& op, bool* known) {
   return Kind::Any;
 }
 
-Kind binary_kind(const std::string& op) {
+Kind binary_kind(const std::string& op, bool* known) {
+  *known = true;
   if (op == "and" || op == "or" || op == "xor") return Kind::IntOrPred;
   if (op == "shift_left" || op == "shift_right_arithmetic" || op == "shift_right_logical")
     return Kind::Int;
   if (op == "atan2") return Kind::FloatOrComplex;
   if (op == "divide" || op == "remainder" || op == "power" || op == "subtract") return Kind::Numeric;
   if (op == "complex") return Kind::Float;
+  if (op == "add" || op == "multiply" || op == "maximum" || op == "minimum") return Kind::Any;
+  *known = false;
   return Kind::Any;
 }
 
@@ -80,8 +85,9 @@ void check_int_scalar(const std::string& op, const Value& v, const char* what) {
 }  // namespace
 
 Value Builder::unary(const std::string& op, Value a) {
-  bool known;
+  bool known = false;
   Kind k = unary_kind(op, &known);
+  if (!known) fail(op, "is not a StableHLO unary elementwise op (misspelled?)");
   if (!kind_ok(k, a.elem()))
     fail(op, std::string("operand must be ") + kind_name(k) + " tensor, got " + a.type.str());
   TensorType rt = a.type;
@@ -94,7 +100,9 @@ Value Builder::unary(const std::string& op, Value a) {
 Value Builder::binary(const std::string& op, Value a, Value b) {
   if (a.type != b.type)
     fail(op, "operand types differ: " + a.type.str() + " vs " + b.type.str());
-  Kind k = binary_kind(op);
+  bool known = false;
+  Kind k = binary_kind(op, &known);
+  if (!known) fail(op, "is not a StableHLO binary elementwise op (misspelled?)");
   if (!kind_ok(k, a.elem()))
     fail(op, std::string("operands must be ") + kind_name(k) + " tensors, got " + a.type.str());
   TensorType rt = a.type;

@@ -52,6 +52,8 @@ Dims nchw(size_t nsp) {
 }
 
 // stablehlo.convolution with its result type computed from the operands.
+// float16/bfloat16 operands accumulate in float32 and round once, as cuDNN and
+// PyTorch's CPU convolutions do.
 Value conv(hlo::Builder& b, Value lhs, Value rhs, const Dims& d, const std::vector<int64_t>& strides,
            const Pads& pads, const std::vector<int64_t>& lhs_dil, const std::vector<int64_t>& rhs_dil,
            int64_t fgc, int64_t bgc) {
@@ -64,7 +66,9 @@ Value conv(hlo::Builder& b, Value lhs, Value rhs, const Dims& d, const std::vect
     int64_t k_eff = (k - 1) * rhs_dil[i] + 1;
     out[d.output_spatial[i]] = in_eff >= k_eff ? (in_eff - k_eff) / strides[i] + 1 : 0;
   }
-  return b.convolution(lhs, rhs, d, strides, pads, lhs_dil, rhs_dil, fgc, bgc, {lhs.elem(), out});
+  Value y = b.convolution(lhs, rhs, d, strides, pads, lhs_dil, rhs_dil, fgc, bgc,
+                          {opmath(lhs.elem()), out});
+  return b.convert(y, lhs.elem());
 }
 
 // [A, B, k...] weight of a grouped conv -> [g*B, A/g, k...]: swaps the roles

@@ -25,8 +25,9 @@ Value operand(Ctx& c, size_t i, ElemType t) {
 // Binary arithmetic: computes in opmath(result type) after broadcasting.
 using BinFn = std::function<Value(hlo::Builder&, Value, Value, ElemType)>;
 
-LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false) {
-  return [fn, with_alpha, int_to_float](Ctx& c) -> std::vector<Value> {
+// `divides`: an integer divisor of zero fails a device-side check (as the CPU raises).
+LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false, bool divides = false) {
+  return [fn, with_alpha, int_to_float, divides](Ctx& c) -> std::vector<Value> {
     c10::ScalarType rt = common(c, {0, 1});
     if (int_to_float && !c10::isFloatingType(rt) && !c10::isComplexType(rt))
       rt = c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -36,6 +37,7 @@ LowerFn binary(BinFn fn, bool with_alpha = false, bool int_to_float = false) {
       Value alpha = bcast(c.b, c.scalar(2, t), y.dims());
       y = t == ElemType::PRED ? c.b.binary("and", y, alpha) : c.b.mul(y, alpha);
     }
+    if (divides) c.check_divisor(y);
     return {fn(c.b, x, y, t)};
   };
 }
@@ -82,6 +84,7 @@ LowerFn div_mode() {
       Value q = c.b.convert(c.b.convert(c.b.div(x, y), storage), t);
       return {trunc_div(c.b, q, scalar_like(c.b, 1, q), t)};
     }
+    if (!mode.empty()) c.check_divisor(y);
     if (mode == "floor") return {floor_div(c.b, x, y, t)};
     if (mode == "trunc") return {trunc_div(c.b, x, y, t)};
     return {c.b.div(x, y)};
@@ -154,37 +157,49 @@ Value relu_fn(hlo::Builder& b, Value x) {
 
 }  // namespace
 
+// PyTorch's sub_check: subtraction refuses bool tensors (its CPU kernels raise;
+// found by tests/fuzz: `3 - mask` returned numbers on tpu).
+LowerFn no_bool_sub(LowerFn fn) {
+  return [fn](Ctx& c) -> std::vector<Value> {
+    for (size_t i = 0; i < 2 && i < c.num_args(); ++i)
+      TORCH_CHECK(c.arg(i).kind != Arg::kTensor || c.dtype(i) != c10::ScalarType::Bool,
+                  "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                  "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    return fn(c);
+  };
+}
+
 void register_elementwise() {
   add("add.Tensor", binary(add_fn, true));
   add("add.Scalar", binary(add_fn, true));
-  add("sub.Tensor", binary(sub_fn, true));
-  add("sub.Scalar", binary(sub_fn, true));
-  add("rsub.Tensor", [](Ctx& c) -> std::vector<Value> {
+  add("sub.Tensor", no_bool_sub(binary(sub_fn, true)));
+  add("sub.Scalar", no_bool_sub(binary(sub_fn, true)));
+  add("rsub.Tensor", no_bool_sub([](Ctx& c) -> std::vector<Value> {
     ElemType t = opmath(to_elem(common(c, {0, 1})));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
     Value alpha = bcast(c.b, c.scalar(2, t), x.dims());
     return {c.b.sub(y, c.b.mul(x, alpha))};
-  });
-  add("rsub.Scalar", [](Ctx& c) -> std::vector<Value> {
+  }));
+  add("rsub.Scalar", no_bool_sub([](Ctx& c) -> std::vector<Value> {
     ElemType t = opmath(to_elem(common(c, {0, 1})));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
     Value alpha = bcast(c.b, c.scalar(2, t), x.dims());
     return {c.b.sub(y, c.b.mul(x, alpha))};
-  });
+  }));
   add("mul.Tensor", binary(mul_fn));
   add("mul.Scalar", binary(mul_fn));
   add("div.Tensor", binary(div_fn, false, true));
   add("div.Scalar", binary(div_fn, false, true));
   add("div.Tensor_mode", div_mode());
   add("div.Scalar_mode", div_mode());
-  add("remainder.Tensor", binary(remainder_fn));
-  add("remainder.Scalar", binary(remainder_fn));
+  add("remainder.Tensor", binary(remainder_fn, false, false, true));
+  add("remainder.Scalar", binary(remainder_fn, false, false, true));
   add("fmod.Tensor", binary([](hlo::Builder& b, Value x, Value y, ElemType) {
         return b.binary("remainder", x, y);
-      }));
+      }, false, false, true));
   add("fmod.Scalar", binary([](hlo::Builder& b, Value x, Value y, ElemType) {
         return b.binary("remainder", x, y);
-      }));
+      }, false, false, true));
   add("maximum", binary([](hlo::Builder& b, Value x, Value y, ElemType) { return b.max(x, y); }));
   add("minimum", binary([](hlo::Builder& b, Value x, Value y, ElemType) { return b.min(x, y); }));
   add("pow.Tensor_Tensor", binary([](hlo::Builder& b, Value x, Value y, ElemType) {

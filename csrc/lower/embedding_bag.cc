@@ -80,6 +80,9 @@ std::vector<Value> forward(Ctx& c) {
   int64_t n = idx.dims()[0], d = w.dims()[1];
   int64_t bags = c.tensor(2).type.numel() - (c.bool_arg(7) ? 1 : 0);
   int64_t mode = c.int_arg(4), pad = c.int_arg(8);
+  c.check_index(idx, w.dims()[0], false,
+                {CheckSpec::kRuntimeError, "embedding_bag: an index of input takes value {} which is "
+                                               "not in the valid range [0, " + std::to_string(w.dims()[0]) + ")"});
   Value bag = offset_to_bag(b, c.tensor(2), n, bags);
   Value keep = kept(b, idx, pad);
   Value size = bag_sizes(b, bag, keep, bags);

@@ -10,6 +10,13 @@ ElemType opmath(ElemType t) {
   return (t == ElemType::F16 || t == ElemType::BF16) ? ElemType::F32 : t;
 }
 
+Value dot_acc(hlo::Builder& b, Value x, Value y, const std::vector<int64_t>& lhs_batch,
+              const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+              const std::vector<int64_t>& rhs_contract, ElemType t) {
+  return b.dot_general(cast(b, x, t), cast(b, y, t), lhs_batch, rhs_batch, lhs_contract,
+                       rhs_contract, opmath(t));
+}
+
 namespace {
 int category(c10::ScalarType t) {
   if (t == c10::ScalarType::Bool) return 0;
@@ -203,6 +210,7 @@ void register_all() {
   register_resize();
   register_losses();
   register_statistics();
+  register_histogram();
   register_optim();
   register_padding();
   register_embedding_bag();
@@ -216,6 +224,8 @@ void register_all() {
   register_adaptive_pool();
   register_fold();
   register_fft();
+  register_grad_scaler();
+  register_rnn_cells();
 }
 
 }  // namespace tpu::lower

@@ -14,6 +14,14 @@ using hlo::Value;
 // PyTorch's CPU kernels do, then round once.
 ElemType opmath(ElemType t);
 
+// dot_general of x and y (both of type t) accumulating in opmath(t) and left
+// there: float16/bfloat16 products sum in float32, as cuBLAS and PyTorch's
+// CPU kernels do; the caller rounds to t once (after any epilogue: addmm's
+// beta * self + alpha * product runs in float32 too).
+Value dot_acc(hlo::Builder& b, Value x, Value y, const std::vector<int64_t>& lhs_batch,
+              const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+              const std::vector<int64_t>& rhs_contract, ElemType t);
+
 // PyTorch's result_type over the given arguments (tensors by dimension
 // category, 0-dim tensors, wrapped numbers and Scalars), following
 // c10's ResultTypeState rules.
@@ -71,6 +79,7 @@ void register_dropout();
 void register_resize();
 void register_losses();
 void register_statistics();
+void register_histogram();
 // optim.cc, padding.cc, embedding_bag.cc, math.cc, cumulative.cc.
 void register_optim();
 void register_padding();
@@ -88,5 +97,9 @@ void register_adaptive_pool();
 void register_fold();
 // fft.cc.
 void register_fft();
+// grad_scaler.cc (torch.amp.GradScaler's kernels).
+void register_grad_scaler();
+// rnn_cells.cc (the fused LSTM/GRU cells behind nn.LSTM / nn.GRU).
+void register_rnn_cells();
 
 }  // namespace tpu::lower

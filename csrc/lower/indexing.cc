@@ -1,4 +1,4 @@
-// Indexing ops: gather, scatter family, index_add, index_fill, advanced
+// Indexing ops: gather, scatter family, index_add, index_copy, index_fill, advanced
 // indexing (index / index_put with a list of optional index tensors),
 // embedding's backward, masked_fill, flip, roll, triu/tril.
 //
@@ -29,6 +29,14 @@ Value coords(hlo::Builder& b, Value index, int64_t dim, int64_t rank) {
     parts.push_back(b.reshape(v, d1));
   }
   return parts.size() == 1 ? parts[0] : b.concatenate(parts, static_cast<int64_t>(d.size()));
+}
+
+// gather/scatter's index must lie in [0, size of self's dim) (RuntimeError on the CPU).
+void check_elems(Ctx& c, Value self, int64_t dim, Value index) {
+  int64_t size = self.rank() == 0 ? 1 : self.dims()[dim];
+  c.check_index(index, size, false,
+                {CheckSpec::kRuntimeError, "index {} is out of bounds for dimension " +
+                                               std::to_string(dim) + " with size " + std::to_string(size)});
 }
 
 Value gather_elems(hlo::Builder& b, Value self, int64_t dim, Value index) {
@@ -92,6 +100,7 @@ std::vector<Value> scatter_reduce(Ctx& c) {
   } else {
     TORCH_CHECK(red == "sum" || red == "mean", "scatter_reduce: unknown reduce '", red, "'");
   }
+  check_elems(c, self, dim, index);
   Value base = include_self ? self : scatter_elems(b, self, dim, index, ident, nullptr);
   Value out = scatter_elems(b, base, dim, index, src, &op);
   if (red != "mean") return {out};
@@ -138,7 +147,11 @@ Adv prepare(Ctx& c, Value self, size_t list_arg) {
   std::vector<Value> parts;
   for (size_t k = 0; k < ix.size(); ++k) {
     Value v = cast(b, ix[k], ElemType::S64);
-    Value size = b.splat_i(self.dims()[a.positions[k]], v.type);
+    int64_t n = self.dims()[a.positions[k]];
+    c.check_index(v, n, true,
+                  {CheckSpec::kIndexError, "index {} is out of bounds for dimension " +
+                                               std::to_string(a.positions[k]) + " with size " + std::to_string(n)});
+    Value size = b.splat_i(n, v.type);
     v = b.select(b.compare(v, zeros_like(b, v), Cmp::LT), b.add(v, size), v);  // negative indices
     parts.push_back(b.reshape(bcast(b, v, a.bdims), d1));
   }
@@ -263,19 +276,23 @@ void register_indexing() {
   // gather(self, dim, index, sparse_grad)
   add("gather", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
+    int64_t dim = wrap_dim(c.int_arg(1), self.rank());
+    check_elems(c, self, dim, c.tensor(2));
     if (self.rank() == 0 && c.tensor(2).type.numel() != 0) return {self};
-    return {gather_elems(c.b, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2))};
+    return {gather_elems(c.b, self, dim, c.tensor(2))};
   });
   // scatter.src(self, dim, index, src)
   add("scatter.src", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
     Value src = fit_src(c.b, cast(c.b, c.tensor(3), self.elem()), c.tensor(2));
+    check_elems(c, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2));
     return {scatter_elems(c.b, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2), src, nullptr)};
   });
   // scatter.value(self, dim, index, value)
   add("scatter.value", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0), index = c.tensor(2);
     Value src = bcast(c.b, c.scalar(3, self.elem()), index.dims());
+    check_elems(c, self, wrap_dim(c.int_arg(1), self.rank()), index);
     return {scatter_elems(c.b, self, wrap_dim(c.int_arg(1), self.rank()), index, src, nullptr)};
   });
   // scatter_add(self, dim, index, src)
@@ -283,6 +300,7 @@ void register_indexing() {
     Value self = c.tensor(0);
     Value src = fit_src(c.b, cast(c.b, c.tensor(3), self.elem()), c.tensor(2));
     hlo::ReduceOp op = self.elem() == ElemType::PRED ? hlo::ReduceOp::Or : hlo::ReduceOp::Add;
+    check_elems(c, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2));
     return {scatter_elems(c.b, self, wrap_dim(c.int_arg(1), self.rank()), c.tensor(2), src, &op)};
   });
   add("scatter_reduce.two", scatter_reduce);
@@ -296,6 +314,7 @@ void register_indexing() {
     if (self.elem() != ElemType::PRED) src = b.mul(src, bcast(b, c.scalar(4, self.elem()), src.dims()));
     int64_t n = c.tensor(2).type.numel();
     Value idx = b.reshape(cast(b, c.tensor(2), ElemType::S64), {n, 1});
+    check_elems(c, self, dim, idx);
     hlo::Builder::ScatterDims s;
     for (int64_t d = 0; d < self.rank(); ++d)
       if (d != dim) s.update_window_dims.push_back(d);
@@ -305,6 +324,29 @@ void register_indexing() {
     hlo::ReduceOp op = self.elem() == ElemType::PRED ? hlo::ReduceOp::Or : hlo::ReduceOp::Add;
     if (src.rank() == 0) src = b.reshape(src, {1});
     return {b.scatter(self, idx, src, s, &op)};
+  });
+  // index_copy(self, dim, index, source): source's slices along dim replace
+  // self's at the listed positions (Transformers' static KV cache writes this
+  // way). As on CPU, a position listed twice gets one of its slices.
+  add("index_copy", [](Ctx& c) -> std::vector<Value> {
+    hlo::Builder& b = c.b;
+    TORCH_CHECK(c.arg(2).dtype == c10::ScalarType::Long,
+                "index_copy_(): Expected a long tensor for index, but got ", c.arg(2).dtype);
+    Value self = c.tensor(0);
+    Value src = cast(b, c.tensor(3), self.elem());
+    if (self.rank() == 0) return {b.reshape(src, {})};
+    int64_t dim = wrap_dim(c.int_arg(1), self.rank());
+    int64_t n = c.tensor(2).type.numel();
+    if (n == 0) return {self};
+    Value idx = b.reshape(cast(b, c.tensor(2), ElemType::S64), {n, 1});
+    hlo::Builder::ScatterDims s;
+    for (int64_t d = 0; d < self.rank(); ++d)
+      if (d != dim) s.update_window_dims.push_back(d);
+    s.inserted_window_dims = {dim};
+    s.scatter_dims_to_operand_dims = {dim};
+    s.index_vector_dim = 1;
+    if (src.rank() == 0) src = b.reshape(src, {1});
+    return {b.scatter(self, idx, src, s, nullptr)};
   });
   add("index.Tensor", index);
   add("_unsafe_index.Tensor", index);

@@ -5,16 +5,17 @@ namespace tpu::lower {
 
 namespace {
 
+// Products of x and y in t, accumulated (and returned) in opmath(t).
 Value matmul2d(hlo::Builder& b, Value x, Value y, ElemType t) {
-  return b.dot_general(cast(b, x, t), cast(b, y, t), {}, {}, {1}, {0}, t);
+  return dot_acc(b, x, y, {}, {}, {1}, {0}, t);
 }
 
 Value batched(hlo::Builder& b, Value x, Value y, ElemType t) {
-  return b.dot_general(cast(b, x, t), cast(b, y, t), {0}, {0}, {2}, {1}, t);
+  return dot_acc(b, x, y, {0}, {0}, {2}, {1}, t);
 }
 
 // beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self
-// (so NaN in self does not propagate).
+// (so NaN in self does not propagate). Computed in t (the opmath type).
 Value scaled_sum(Ctx& c, Value self, Value prod, size_t beta_i, size_t alpha_i, ElemType t) {
   Value alpha = bcast(c.b, c.scalar(alpha_i, t), prod.dims());
   Value beta = bcast(c.b, c.scalar(beta_i, t), prod.dims());
@@ -33,27 +34,27 @@ constexpr int64_t kMaxRoundedBatches = 64;
 void register_linalg() {
   add("mm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1}));
-    return {matmul2d(c.b, c.tensor(0), c.tensor(1), t)};
+    return {cast(c.b, matmul2d(c.b, c.tensor(0), c.tensor(1), t), t)};
   });
   add("bmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1}));
-    return {batched(c.b, c.tensor(0), c.tensor(1), t)};
+    return {cast(c.b, batched(c.b, c.tensor(0), c.tensor(1), t), t)};
   });
   add("addmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
     Value p = matmul2d(c.b, c.tensor(1), c.tensor(2), t);
-    return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+    return {cast(c.b, scaled_sum(c, c.tensor(0), p, 3, 4, opmath(t)), t)};
   });
   // addmv(self, mat, vec, beta, alpha): mv and matmul with a vector reach it.
   add("addmv", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
-    Value p = c.b.dot_general(cast(c.b, c.tensor(1), t), cast(c.b, c.tensor(2), t), {}, {}, {1}, {0}, t);
-    return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+    Value p = dot_acc(c.b, c.tensor(1), c.tensor(2), {}, {}, {1}, {0}, t);
+    return {cast(c.b, scaled_sum(c, c.tensor(0), p, 3, 4, opmath(t)), t)};
   });
   add("baddbmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
     Value p = batched(c.b, c.tensor(1), c.tensor(2), t);
-    return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+    return {cast(c.b, scaled_sum(c, c.tensor(0), p, 3, 4, opmath(t)), t)};
   });
   // addbmm(self, batch1 [B, N, M], batch2 [B, M, P], beta, alpha): the batch
   // dimension is contracted together with M, giving the summed product [N, P].
@@ -62,13 +63,13 @@ void register_linalg() {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));
     int64_t batches = c.tensor(1).dims()[0];
     if (opmath(t) == t || batches == 0 || batches > kMaxRoundedBatches) {
-      Value p = b.dot_general(cast(b, c.tensor(1), t), cast(b, c.tensor(2), t), {}, {}, {0, 2}, {0, 1}, t);
-      return {scaled_sum(c, c.tensor(0), p, 3, 4, t)};
+      Value p = dot_acc(b, c.tensor(1), c.tensor(2), {}, {}, {0, 2}, {0, 1}, t);
+      return {cast(b, scaled_sum(c, c.tensor(0), p, 3, 4, opmath(t)), t)};
     }
     // float16/bfloat16: PyTorch adds one batch's product at a time into the
     // result, rounding it to t after each; doing the same keeps the last bits.
     ElemType f = opmath(t);
-    Value p = batched(b, c.tensor(1), c.tensor(2), f);  // [B, N, P]
+    Value p = batched(b, c.tensor(1), c.tensor(2), t);  // [B, N, P] in f
     int64_t n = p.dims()[1], q = p.dims()[2];
     auto product = [&](int64_t i) {
       return b.reshape(b.slice(p, {i, 0, 0}, {i + 1, n, q}, {1, 1, 1}), {n, q});
@@ -87,11 +88,11 @@ void register_linalg() {
       Value re = c.b.unary("real", x), im = c.b.neg(c.b.unary("imag", x));
       x = c.b.generic("complex", {re, im}, "", x.type);
     }
-    return {c.b.dot_general(x, cast(c.b, c.tensor(1), t), {}, {}, {0}, {0}, t)};
+    return {cast(c.b, dot_acc(c.b, x, c.tensor(1), {}, {}, {0}, {0}, t), t)};
   });
   add("dot", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1}));
-    return {c.b.dot_general(cast(c.b, c.tensor(0), t), cast(c.b, c.tensor(1), t), {}, {}, {0}, {0}, t)};
+    return {cast(c.b, dot_acc(c.b, c.tensor(0), c.tensor(1), {}, {}, {0}, {0}, t), t)};
   });
 }
 

@@ -41,12 +41,15 @@ Value operand(Ctx& c, size_t i, ElemType t) {
 
 // Binary op over PyTorch's promoted type (`to_float`: integer results become
 // the default float dtype), computed in opmath.
-LowerFn binary(std::function<Value(hlo::Builder&, Value, Value)> fn, bool to_float) {
-  return [fn, to_float](Ctx& c) -> std::vector<Value> {
+// `divides`: an integer divisor of zero fails a device-side check (as the CPU raises).
+LowerFn binary(std::function<Value(hlo::Builder&, Value, Value)> fn, bool to_float,
+               bool divides = false) {
+  return [fn, to_float, divides](Ctx& c) -> std::vector<Value> {
     c10::ScalarType rt = result_type(c, {0, 1});
     if (to_float) rt = float_result(rt);
     ElemType t = opmath(to_elem(rt));
     auto [x, y] = align(c.b, operand(c, 0, t), operand(c, 1, t), t);
+    if (divides) c.check_divisor(y);
     return {fn(c.b, x, y)};
   };
 }
@@ -237,8 +240,8 @@ void register_math() {
   };
   add("fmax", binary(fmax, false));
   add("fmin", binary(fmin, false));
-  add("floor_divide", binary(floor_divide, false));
-  add("floor_divide.Scalar", binary(floor_divide, false));
+  add("floor_divide", binary(floor_divide, false, true));
+  add("floor_divide.Scalar", binary(floor_divide, false, true));
   add("heaviside", binary([](hlo::Builder& b, Value x, Value v) {
         Value zero = zeros_like(b, x);
         Value pos = b.select(b.compare(x, zero, Cmp::GT), scalar_like(b, 1, x), zero);

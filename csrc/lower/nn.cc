@@ -46,7 +46,10 @@ Picked pick(Ctx& c, Value self, Value target, std::optional<Value> weight, int64
   } else {
     w = b.splat_f(1, {t, tdims});
   }
-  (void)classes;
+  Value bad = b.binary("and", valid, b.binary("or", b.compare(tgt, b.splat_i(0, tgt.type), Cmp::LT),
+                                                b.compare(tgt, b.splat_i(classes, tgt.type), Cmp::GE)));
+  c.check(bad, tgt, {CheckSpec::kIndexError, "Target {} is out of bounds (" + std::to_string(classes) +
+                                                 " classes)."});
   w = b.select(valid, w, zeros_like(b, w));
   return {mask, w};
 }

@@ -44,11 +44,6 @@ Value norm_input_grad(hlo::Builder& b, Value gw, Value xhat, Value rstd,
   return b.mul(bcast(b, rstd, gw.dims()), b.sub(b.sub(gw, m1), b.mul(xhat, m2)));
 }
 
-std::vector<bool> mask3(const Ctx& c, size_t i) {
-  auto l = c.value(i).toBoolList();
-  return {l.get(0), l.get(1), l.get(2)};
-}
-
 // ---- layer norm -------------------------------------------------------------
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)

@@ -158,6 +158,8 @@ void add(const std::string& name, LowerFn fn, std::vector<int> static_args, bool
   table()[key] = Lowering{key, std::move(fn), std::move(static_args), needs_rng};
 }
 
+void skip_meta(const std::string& name) { table().at("aten::" + name).skip_meta = true; }
+
 const Lowering* find(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;

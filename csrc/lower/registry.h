@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "lower/checks.h"
 
 namespace tpu::lower {
 
@@ -97,7 +98,25 @@ class Ctx {
   bool uses_rng() const { return rng_param_.valid(); }
   void set_rng_param(hlo::Value v) { rng_param_ = v; }
 
+  // Device-side checks (lower/checks.h, engine/device_checks.h): `bad` (pred,
+  // any shape) marks the elements that fail, `value` (integer, bad's shape or
+  // broadcastable) their offending values, of which the largest is reported.
+  // The caller makes them program outputs; nothing happens when checks are off.
+  void check(hlo::Value bad, hlo::Value value, CheckSpec spec);
+  // Fails where `index` is outside [0, size), or [-size, size) with allow_negative.
+  void check_index(hlo::Value index, int64_t size, bool allow_negative, CheckSpec spec);
+  // Integer division or remainder by zero raises RuntimeError("ZeroDivisionError")
+  // on the CPU; `divisor` of a float or complex type needs no check.
+  void check_divisor(hlo::Value divisor);
+  struct Check {
+    hlo::Value failed;  // pred[]
+    hlo::Value value;   // s64[]
+    CheckSpec spec;
+  };
+  const std::vector<Check>& checks() const { return checks_; }
+
  private:
+  std::vector<Check> checks_;
   const c10::FunctionSchema& schema_;
   std::vector<Arg> args_;
   std::vector<OutMeta> out_meta_;
@@ -112,6 +131,9 @@ struct Lowering {
   LowerFn fn;
   std::vector<int> static_args;  // Scalar/float args whose value is structural
   bool needs_rng = false;        // the caller must supply an rng parameter
+  // PyTorch's meta kernel for the op is unusable (it fails on valid arguments):
+  // result dtypes and shapes come from the lowering's values instead.
+  bool skip_meta = false;
 };
 
 // Registers `fn` for the functional overload `name` ("aten::add.Tensor", or
@@ -119,6 +141,9 @@ struct Lowering {
 // (`add.out`) forms are served by the same entry.
 void add(const std::string& name, LowerFn fn, std::vector<int> static_args = {},
          bool needs_rng = false);
+
+// Marks a registered lowering's op as having an unusable meta kernel (Lowering::skip_meta).
+void skip_meta(const std::string& name);
 
 const Lowering* find(const std::string& name);
 const std::unordered_map<std::string, Lowering>& all();

@@ -29,6 +29,10 @@ void register_shape_ops() {
     int64_t dim = wrap_dim(c.int_arg(1), self.rank());
     Value idx = cast(c.b, c.b.reshape(c.tensor(2), {c.tensor(2).type.numel()}), ElemType::S64);
     int64_t n = idx.dims()[0];
+    c.check_index(idx, self.rank() == 0 ? 1 : self.dims()[dim], false,
+                  {CheckSpec::kIndexError, "index out of range in self (index {} on dimension " +
+                                               std::to_string(dim) + " of size " +
+                                               std::to_string(self.rank() == 0 ? 1 : self.dims()[dim]) + ")"});
     if (self.rank() == 0) return {self};
     hlo::Builder::GatherDims d;
     std::vector<int64_t> slice = self.dims();

@@ -208,4 +208,22 @@ std::shared_ptr<Executable> Client::deserialize(const std::string& bytes,
   return std::make_shared<Executable>(shared_from_this(), args.loaded_executable);
 }
 
+MemoryStats Client::memory_stats(int device) const {
+  MemoryStats out;
+  if (api()->PJRT_Device_MemoryStats == nullptr || device < 0 ||
+      device >= static_cast<int>(raw_devices_.size()))
+    return out;
+  TPU_PJRT_ARGS(PJRT_Device_MemoryStats_Args, args);
+  args.device = raw_devices_[static_cast<size_t>(device)];
+  PJRT_Error* err = api()->PJRT_Device_MemoryStats(&args);
+  if (err != nullptr) {  // e.g. UNIMPLEMENTED on the CPU plugin
+    detail::destroy_error(api(), err);
+    return out;
+  }
+  out.available = true;
+  out.bytes_in_use = args.bytes_in_use;
+  if (args.bytes_limit_is_set) out.bytes_limit = args.bytes_limit;
+  return out;
+}
+
 }  // namespace tpu::pjrt

@@ -30,4 +30,36 @@ void Event::await() const {
   TPU_PJRT_CALL(client_->api(), PJRT_Event_Await, args, "asynchronous device work failed");
 }
 
+namespace {
+struct ReadyCall {
+  const PJRT_Api* api;
+  std::function<void()> fn;
+};
+
+void call_ready(PJRT_Error* error, void* arg) {
+  auto* call = static_cast<ReadyCall*>(arg);
+  if (error != nullptr) detail::destroy_error(call->api, error);
+  call->fn();
+  delete call;
+}
+}  // namespace
+
+void Event::on_ready(std::function<void()> fn) const {
+  if (ev_ == nullptr || client_->api()->PJRT_Event_OnReady == nullptr) {
+    if (ev_ != nullptr) await();
+    fn();
+    return;
+  }
+  auto* call = new ReadyCall{client_->api(), std::move(fn)};
+  TPU_PJRT_ARGS(PJRT_Event_OnReady_Args, args);
+  args.event = ev_;
+  args.callback = &call_ready;
+  args.user_arg = call;
+  PJRT_Error* err = client_->api()->PJRT_Event_OnReady(&args);
+  if (err != nullptr) {
+    delete call;
+    check(client_->api(), err, "PJRT_Event_OnReady");
+  }
+}
+
 }  // namespace tpu::pjrt

@@ -114,6 +114,59 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffe
   return result;
 }
 
+std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute_replicated(
+    const std::vector<std::vector<Buffer*>>& args) const {
+  const PJRT_Api* api = client_->api();
+  const size_t n = args.size();
+  if (n == 0 || n > client_->device_count()) {
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                "execute_replicated: " + std::to_string(n) + " replicas for " +
+                    std::to_string(client_->device_count()) + " devices");
+  }
+  std::vector<std::vector<PJRT_Buffer*>> inputs(n);
+  std::vector<std::vector<PJRT_Buffer*>> outputs(n, std::vector<PJRT_Buffer*>(num_outputs_));
+  std::vector<PJRT_Buffer* const*> argument_lists(n);
+  std::vector<PJRT_Buffer**> output_lists(n);
+  for (size_t r = 0; r < n; ++r) {
+    if (args[r].size() != args[0].size()) {
+      throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                  "execute_replicated: replicas differ in their number of arguments");
+    }
+    for (size_t i = 0; i < args[r].size(); ++i) {
+      if (args[r][i] == nullptr) {
+        throw Error(PJRT_Error_Code_INVALID_ARGUMENT, "execute_replicated: replica " +
+                                                          std::to_string(r) + " argument " +
+                                                          std::to_string(i) + " is null");
+      }
+      inputs[r].push_back(args[r][i]->raw());
+    }
+    argument_lists[r] = inputs[r].data();
+    output_lists[r] = outputs[r].data();
+  }
+  std::vector<int64_t> non_donatable(args[0].size());
+  for (size_t i = 0; i < non_donatable.size(); ++i) non_donatable[i] = static_cast<int64_t>(i);
+
+  TPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
+  options.launch_id = 0;
+  options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
+  TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = argument_lists.data();
+  exec.num_devices = n;
+  exec.num_args = args[0].size();
+  exec.output_lists = output_lists.data();
+  exec.device_complete_events = nullptr;
+  exec.execute_device = nullptr;  // the executable's own device assignment
+  TPU_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec,
+                "launching program on " + std::to_string(n) + " replicas");
+  std::vector<std::vector<std::shared_ptr<Buffer>>> result(n);
+  for (size_t r = 0; r < n; ++r)
+    for (PJRT_Buffer* out : outputs[r]) result[r].push_back(std::make_shared<Buffer>(client_, out));
+  return result;
+}
+
 std::string Executable::serialize() const {
   const PJRT_Api* api = client_->api();
   UnloadedExecutable unloaded(api, exe_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -71,6 +72,10 @@ class Event {
   bool is_ready() const;
   // Blocks until ready; throws Error carrying the asynchronous failure, if any.
   void await() const;
+  // Calls `fn` once the event is ready, on whichever thread completes it (on
+  // this one, at once, when it is ready already). A failure of the work is not
+  // passed on: await() reports it.
+  void on_ready(std::function<void()> fn) const;
 
  private:
   std::shared_ptr<const Client> client_;
@@ -129,6 +134,12 @@ class Executable {
   // other inputs are passed as non-donatable. Throws Error on failure to launch.
   std::vector<std::shared_ptr<Buffer>> execute(const std::vector<Buffer*>& args, int device,
                                                const std::vector<int64_t>& donate = {}) const;
+  // Runs a program compiled with num_replicas = args.size() once on each of the
+  // client's first args.size() devices (replica i on device i), all launched
+  // by one call as in-program collectives need. args[i] are replica i's
+  // inputs (none donated); returns each replica's outputs.
+  std::vector<std::vector<std::shared_ptr<Buffer>>> execute_replicated(
+      const std::vector<std::vector<Buffer*>>& args) const;
   // Bytes that Client::deserialize() turns back into an equivalent executable.
   std::string serialize() const;
   // PJRT_Executable_Fingerprint, or "" when the plugin gives none.
@@ -145,6 +156,14 @@ struct DeviceInfo {
   int local_hardware_id = 0;
   std::string kind;       // e.g. "cpu", "TPU v5 lite"
   std::string debug_string;
+};
+
+// What a device's allocator reports (PJRT_Device_MemoryStats); a field the
+// plugin leaves unset is -1. The CPU plugin reports nothing: `available` false.
+struct MemoryStats {
+  bool available = false;
+  int64_t bytes_in_use = -1;
+  int64_t bytes_limit = -1;
 };
 
 class Client : public std::enable_shared_from_this<Client> {
@@ -165,6 +184,8 @@ class Client : public std::enable_shared_from_this<Client> {
   const std::vector<DeviceInfo>& devices() const { return devices_; }  // addressable
   size_t device_count() const { return devices_.size(); }
   PJRT_Device* raw_device(int index) const;
+  // The device allocator's figures; never throws (a plugin without them says so).
+  MemoryStats memory_stats(int device) const;
 
   // Host -> device copy of a dense row-major array (copied before returning,
   // kImmutableOnlyDuringCall semantics). Throws Error on failure.

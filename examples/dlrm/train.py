@@ -45,7 +45,7 @@ def train(args, data, device, mode, steps, quiet=False):
 
 
 @torch.no_grad()
-def evaluate(fwd, data, device, batch, amp="none"):
+def evaluate(fwd, data, device, batch, amp="off"):
     """(mean log loss, AUC) on the held-out logs."""
     scores, labels, total = [], [], 0.0
     for dense, sparse, clicks in data.test_batches(batch):

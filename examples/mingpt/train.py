@@ -8,6 +8,7 @@ TORCH_TPU_PLATFORM says otherwise), the execution mode another.
     python examples/mingpt/train.py --mode compile       # torch.compile(backend="tpu")
     python examples/mingpt/train.py --device cpu         # PyTorch's CPU backend
     python examples/mingpt/train.py --check              # a few steps on tpu and CPU agree
+    python examples/mingpt/train.py --amp bf16           # bfloat16 autocast (fp16: + GradScaler)
 """
 import argparse
 import os
@@ -41,7 +42,7 @@ def train(args, data, device, mode, steps, quiet=False):
 
 
 @torch.no_grad()
-def sample(fwd, data, device, context, chars, prompt, seed, amp="none"):
+def sample(fwd, data, device, context, chars, prompt, seed, amp="off"):
     """Generates `chars` characters after `prompt`. The model always sees a full
     window (left-padded with newlines), so every call has one shape and compiles
     once; the next character is drawn on the host from the last position's logits."""

@@ -8,6 +8,7 @@ colour, contrast and noise; chance is 10% accuracy, loss ln(10) = 2.30.
     python examples/resnet/train.py --mode compile       # torch.compile(backend="tpu")
     python examples/resnet/train.py --device cpu         # PyTorch's CPU backend
     python examples/resnet/train.py --check              # a few steps on tpu and CPU agree
+    python examples/resnet/train.py --amp bf16           # bfloat16 autocast (fp16: + GradScaler)
 """
 import argparse
 import math
@@ -39,7 +40,7 @@ def train(args, data, device, mode, steps, quiet=False):
 
 
 @torch.no_grad()
-def evaluate(fwd, model, data, device, batch, amp="none"):
+def evaluate(fwd, model, data, device, batch, amp="off"):
     """(mean loss, accuracy) on the held-out images, BatchNorm in inference mode."""
     model.eval()
     total_loss, correct, seen = 0.0, 0, 0

@@ -37,10 +37,6 @@ def test_smoke_suite_writes_every_row(tmp_path):
         if key[2] == "cpu_inductor":
             assert "skipped" in r["error"], (key, r)  # skipped with a reason by --smoke
             continue
-        if key[3] == "bf16" and key[2] != "cpu_eager" and "error" in r:
-            # bf16 autocast on tpu needs the Autocast dispatch key's kernels.
-            assert "Autocast" in r["error"], (key, r)
-            continue
         assert "error" not in r, (key, r)
         assert r["median_s"] > 0 and r["first_s"] > 0 and r["throughput"] > 0, (key, r)
         assert r["gflops"] > 0, (key, r)
@@ -49,6 +45,19 @@ def test_smoke_suite_writes_every_row(tmp_path):
     assert data["matmul_peak_flops"]["tpu"] > 0
     assert "| llama | decode | defer_and_fuse | fp32 |" in p.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_kinds_and_bf16_compiled(tmp_path):
+    # --kinds picks the steps; a bf16 (autocast) training step compiled by
+    # torch.compile(backend="tpu") runs without falling back to the CPU.
+    p, data, _ = smoke(tmp_path, "--models", "resnet,llama", "--modes", "compiled",
+                       "--kinds", "train", "--precisions", "bf16", "--all-bf16")
+    rows = {(r["model"], r["step"], r["mode"], r["precision"]): r for r in data["rows"]}
+    assert set(rows) == {(m, "train", "compiled", "bf16") for m in ("resnet", "llama")}
+    for key, r in rows.items():
+        assert "error" not in r and r["median_s"] > 0, (key, r)
+        assert r["cpu_fallback_ops"] == 0, (key, r)
+    assert "| resnet | train | compiled | bf16 |" in p.stdout
 
 
 def test_smoke_modes_on_one_model(tmp_path):

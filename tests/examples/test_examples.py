@@ -40,6 +40,14 @@ def test_check_agrees_with_cpu(example, mode):
     assert "check: OK" in out, out
 
 
+@pytest.mark.parametrize("example,amp", [("mingpt", "bf16"), ("resnet", "fp16"), ("dlrm", "bf16"),
+                                         ("unet", "bf16")])
+def test_amp_check_agrees_with_cpu_autocast(example, amp):
+    # --amp: the device under autocast (fp16 with a GradScaler) against CPU autocast.
+    out = script(example, "--check", "--check-steps", "2", "--amp", amp, *TINY[example])
+    assert f"amp {amp}" in out and "check: OK" in out, out
+
+
 def test_resnet_loss_falls_well_below_chance():
     # 16x16 images: at 8x8 the fine stripes alias and a short run barely learns.
     out = script("resnet", "--steps", "40", "--quiet", "--train-images", "512",

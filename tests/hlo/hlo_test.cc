@@ -606,6 +606,30 @@ void test_type_errors() {
 
 }  // namespace
 
+// A misspelled elementwise op name is rejected while the program is built, not
+// passed to the compiler; every name the builder documents is accepted.
+void test_unknown_op_names() {
+  Builder b;
+  Value f = b.parameter(F32_4);
+  Value i = b.parameter(TensorType{ElemType::S32, {4}});
+  CHECK_THROWS(b.unary("expontial", f), "stablehlo.expontial: is not a StableHLO unary");
+  CHECK_THROWS(b.unary("sqroot", f), "stablehlo.sqroot:");
+  CHECK_THROWS(b.binary("mul", f, f), "stablehlo.mul: is not a StableHLO binary");
+  CHECK_THROWS(b.binary("max", f, f), "stablehlo.max:");
+  for (const char* op : {"exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "cosine",
+                         "sine", "tan", "log_plus_one", "exponential_minus_one", "cbrt", "floor",
+                         "ceil", "round_nearest_even", "round_nearest_afz", "is_finite", "negate",
+                         "abs", "sign", "real", "imag"})
+    b.unary(op, f);
+  for (const char* op : {"not", "popcnt", "count_leading_zeros"}) b.unary(op, i);
+  for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "maximum",
+                         "minimum", "power", "atan2", "complex"})
+    b.binary(op, f, f);
+  for (const char* op : {"and", "or", "xor", "shift_left", "shift_right_arithmetic",
+                         "shift_right_logical"})
+    b.binary(op, i, i);
+}
+
 int main(int argc, char** argv) {
   const char* plugin = argc > 1 ? argv[1] : std::getenv("PJRT_PLUGIN_PATH");
   hlo_test::Runner runner;
@@ -643,6 +667,7 @@ int main(int argc, char** argv) {
       {"rng_and_clamp", test_rng_and_clamp, true},
       {"fingerprint", test_fingerprint, false},
       {"type_errors", test_type_errors, false},
+      {"unknown_op_names", test_unknown_op_names, false},
   };
   int passed = 0, failed = 0;
   for (const auto& t : tests) {

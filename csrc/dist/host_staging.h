@@ -1,0 +1,53 @@
+// Moving a collective's tensors between the tpu device and host memory, and
+// turning a c10d reduction into one Gloo can run on host tensors.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+namespace tpu::dist {
+
+// Runs pending Defer & Fuse work, so that every tpu tensor a collective reads
+// or writes has its value (a collective is a graph boundary on this transport).
+void flush_pending_work();
+
+// A contiguous host tensor holding `t`'s values (one device-to-host transfer).
+// A contiguous CPU tensor is returned as is, so Gloo works on it in place.
+at::Tensor stage_in(const at::Tensor& t);
+// An uninitialised contiguous host tensor shaped like `t` (for outputs).
+at::Tensor host_like(const at::Tensor& t);
+// dst <- host (one host-to-device transfer); nothing when they share storage.
+void stage_out(const at::Tensor& dst, const at::Tensor& host);
+
+// A 1-D uint8 alias of a contiguous host tensor: collectives that only move
+// data send bytes, so every dtype works (Gloo lacks int16, uint16/32/64, fp8).
+at::Tensor as_bytes(const at::Tensor& host);
+// A 2-D uint8 alias [size(0), bytes per row], for splits along dim 0.
+at::Tensor as_byte_rows(const at::Tensor& host);
+
+// A reduction as Gloo runs it: in a host dtype Gloo supports, with AVG and
+// PREMUL_SUM turned into SUM plus a scale before or a division after, and bool
+// reduced as uint8 (SUM and MAX: any; PRODUCT and MIN: all, as NCCL does).
+class ReducePlan {
+ public:
+  ReducePlan(const c10d::ReduceOp& op, at::ScalarType dtype, int world_size,
+             const std::string& what);
+  // Host copy of `t` ready for Gloo (converted and pre-scaled).
+  at::Tensor stage_in(const at::Tensor& t) const;
+  // A host output buffer for a result of dtype `dtype` shaped like `t`.
+  at::Tensor host_like(const at::Tensor& t) const;
+  // Writes the reduced host values into `dst` (post-divided and converted back).
+  void stage_out(const at::Tensor& dst, const at::Tensor& host) const;
+  c10d::ReduceOp gloo_op() const { return gloo_op_; }
+
+ private:
+  c10d::ReduceOp gloo_op_;
+  at::ScalarType dtype_;
+  at::ScalarType host_dtype_;
+  std::optional<at::Scalar> premul_;
+  int64_t divisor_ = 1;
+};
+
+}  // namespace tpu::dist

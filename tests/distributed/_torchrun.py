@@ -1,0 +1,45 @@
+"""Launching a worker script under torchrun on loopback, from pytest, never hanging.
+
+`python -m torch.distributed.run --standalone` picks a free rendezvous port
+itself, so concurrent launches never collide; the whole process tree is
+killed if it outlives `timeout`.
+"""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=300):
+    """Runs `script` (a path, or a name under tests/distributed/workers) on `nproc`
+    processes; returns (returncode, combined output)."""
+    if not os.path.isabs(script):
+        script = os.path.join(HERE, "workers", script)
+    full_env = dict(os.environ)
+    full_env.update({"TORCH_TPU_EXECUTION_MODE": mode, "OMP_NUM_THREADS": "1",
+                     "PYTHONPATH": os.pathsep.join([ROOT, full_env.get("PYTHONPATH", "")])})
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={nproc}", "--max-restarts=0", "--monitor-interval=0.5",
+           script, *map(str, args)]
+    p = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"torchrun {os.path.basename(script)} did not finish within {timeout}s "
+                    f"(hang):\n{out[-6000:]}")
+    return p.returncode, out
+
+
+def assert_ok(rc, out, expect_lines=()):
+    assert rc == 0, f"torchrun failed (rc={rc}):\n{out[-8000:]}"
+    for line in expect_lines:
+        assert line in out, f"missing {line!r} in:\n{out[-8000:]}"

@@ -1,0 +1,36 @@
+"""The tpu process group under torchrun on loopback: every collective, reduce op
+and dtype against CPU-computed values, subgroups, Work/Future semantics and
+functional collectives (tests/distributed/workers/collectives.py), in both
+execution modes; error propagation (workers/errors.py)."""
+import time
+
+import pytest
+
+from _torchrun import assert_ok, torchrun
+
+
+@pytest.mark.parametrize("mode", ["strict_eager", "defer_and_fuse"], ids=["eager", "fused"])
+def test_collectives_two_processes(mode):
+    rc, out = torchrun("collectives.py", nproc=2, mode=mode)
+    assert_ok(rc, out, ["rank 0: CHECKS PASSED", "rank 1: CHECKS PASSED"])
+
+
+def test_collectives_four_processes_with_mesh():
+    rc, out = torchrun("collectives.py", nproc=4, mode="defer_and_fuse")
+    assert_ok(rc, out, [f"rank {r}: CHECKS PASSED" for r in range(4)])
+
+
+@pytest.mark.slow
+def test_collectives_four_processes_eager():
+    rc, out = torchrun("collectives.py", nproc=4, mode="strict_eager")
+    assert_ok(rc, out, [f"rank {r}: CHECKS PASSED" for r in range(4)])
+
+
+def test_a_failing_rank_gives_errors_not_hangs():
+    t0 = time.time()
+    rc, out = torchrun("errors.py", nproc=2, timeout=180)
+    assert rc != 0, out[-4000:]
+    assert "TIMEOUT_ERROR_OK" in out, out[-6000:]   # a collective nobody joins times out
+    assert "rank 1 fails on purpose" in out, out[-6000:]
+    assert "PEER_ERROR_OK" in out, out[-6000:]      # the survivor's collective fails
+    assert time.time() - t0 < 120  # far below the world group's 120 s timeout plus start-up
