@@ -183,7 +183,6 @@ def make_step(net, inputs, y, kind, wrap=lambda m: m, amp="none", model=None, si
     if kind == "train":
         net.train()
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
-        amp = dict(device_type=x.device.type, dtype=torch.bfloat16, enabled=kind == "train_bf16")
 
         def step():
             with autocast():
