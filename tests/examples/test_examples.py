@@ -33,8 +33,11 @@ def script(example, *flags, timeout=600, ok=True):
     return p
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("example", list(TINY))
+# UNet's Strict Eager and compiled checks cost the most (~12-20 s each on 2 loaded
+# cores): slow; its Defer & Fuse check and every mode on the other examples stay default.
+@pytest.mark.parametrize("example,mode", [
+    pytest.param(e, m, marks=[pytest.mark.slow] if e == "unet" and m != "defer_and_fuse" else [])
+    for e in TINY for m in MODES])
 def test_check_agrees_with_cpu(example, mode):
     out = script(example, "--check", "--check-steps", "2", "--mode", mode, *TINY[example])
     assert "check: OK" in out, out
