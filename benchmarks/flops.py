@@ -12,12 +12,11 @@ import time
 
 
 def count_step_flops(model, kind, size):
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from workloads import build, make_step
     net, x, y = build(model, size, "cpu")
-    step = make_step(net, x, y, kind)
+    step = make_step(net, x, y, kind, model=model, size=size)
     with FlopCounterMode(display=False) as counter:
         step()
     return counter.get_total_flops()

@@ -1,5 +1,6 @@
-"""One benchmark row, measured in the current process: a workload (minGPT or ResNet,
-training or inference step) in one mode. run_all.py runs this in child processes.
+"""One benchmark row, measured in the current process: a workload (one of the six
+models, training, inference or decode step) in one mode and precision (float32, or
+bfloat16 autocast). run_all.py runs this in child processes.
 
 Modes: strict_eager, defer_and_fuse, compiled (torch.compile(backend="tpu")) on the
 `tpu` device; cpu_eager and cpu_inductor (torch.compile's default backend) on PyTorch's
@@ -19,12 +20,12 @@ def _reason(e):
     return f"{type(e).__name__}: {text[0][:200] if text else ''}"
 
 
-def measure(model, kind, mode, size, steps, warmup):
+def measure(model, kind, mode, size, steps, warmup, precision="fp32"):
     """A dict of the row's numbers, or {"error": reason} when the mode cannot run it."""
     import torch
 
     import torch_tpu
-    from workloads import build, make_step
+    from workloads import build, items_per_step, make_step
     on_tpu = mode in TPU_MODES
     device = "tpu" if on_tpu else "cpu"
     # Rows that share a process must not see each other's Dynamo graphs or tensors.
@@ -42,7 +43,8 @@ def measure(model, kind, mode, size, steps, warmup):
         wrap = lambda m: torch.compile(m, backend=backend)  # noqa: E731
     try:
         net, x, y = build(model, size, device)
-        step = make_step(net, x, y, kind, wrap)
+        step = make_step(net, x, y, kind, wrap, amp="bf16" if precision == "bf16" else "none",
+                         model=model, size=size)
         start = time.perf_counter()
         step()
         first = time.perf_counter() - start
@@ -57,8 +59,10 @@ def measure(model, kind, mode, size, steps, warmup):
     except Exception as e:  # a mode that cannot run a workload is a row, not a crash
         return dict(error=_reason(e))
     after = torch_tpu.debug.metrics()
-    row = dict(median_s=statistics.median(times), first_s=first, loss=loss,
-               steps=steps, warmup=warmup, device=device)
+    items, unit = items_per_step(model, kind, size)
+    median = statistics.median(times)
+    row = dict(median_s=median, first_s=first, loss=loss, steps=steps, warmup=warmup,
+               device=device, throughput=items / median, throughput_unit=f"{unit}/s")
     if on_tpu:
         row.update(
             compiles=after["programs_compiled"] - before["programs_compiled"],

@@ -1,23 +1,29 @@
-"""Every benchmark in one command: minGPT and a ResNet-18-style network (examples/),
-training step (float32, and with a bfloat16-autocast forward: `train_bf16`) and
-inference step, in Strict Eager, Defer & Fuse and compiled mode
+"""Every benchmark in one command: the six models (minGPT, a ResNet-18-style CNN, DLRM
+and a DDPM UNet from examples/; Llama and Qwen through Hugging Face's
+LlamaForCausalLM / Qwen3ForCausalLM from small configs with random weights), each as
+a training step and an inference step (and, for Llama and Qwen, a decode step: greedy
+generate() of a fixed number of tokens), in Strict Eager, Defer & Fuse and compiled mode
 (torch.compile(backend="tpu")) on the `tpu` device, beside PyTorch's CPU eager and
-torch.compile (inductor) on the CPU. Writes a markdown table to stdout and a JSON file.
+torch.compile (inductor) on the CPU; each in float32 and under bfloat16 autocast.
+Writes a markdown table to stdout, a JSON file and a PNG chart of the speed relative
+to PyTorch CPU eager.
 
 Per row: median step time over the timed steps after warm-up, its ratio to PyTorch
-CPU eager (CPU eager time / row time: above 1 is faster), first-step time (tracing
-and compiling), programs compiled, peak device memory (the backend's accounting;
-tpu rows), achieved FLOP/s (matmul/conv/attention FLOPs counted by PyTorch's
-FlopCounterMode) and their share of this machine's measured float32 matmul peak
-(on the same device as the row).
+CPU eager in float32 (CPU eager time / row time: above 1 is faster), throughput
+(tokens, images or examples per second), first-step time (tracing and compiling),
+programs compiled, peak device memory (the backend's accounting; tpu rows), achieved
+FLOP/s (matmul/conv/attention FLOPs counted by PyTorch's FlopCounterMode) and their
+share of this machine's measured float32 matmul peak (on the same device as the row).
+A row that cannot run (a mode or precision the backend lacks) says why instead.
 
     python benchmarks/run_all.py                  # full: each row in a fresh process,
                                                   #   empty compile caches (cold first step)
     python benchmarks/run_all.py --quick          # small models, all tpu rows in one process
                                                   #   (the on-disk compile cache kept), CPU rows
-                                                  #   in another; inductor skipped
+                                                  #   in another; inductor skipped; bf16 only
+                                                  #   for Defer & Fuse and CPU eager
     python benchmarks/run_all.py --json out.json --models mingpt --modes compiled,cpu_eager
-    python benchmarks/run_all.py --kinds train,train_bf16    # float32 vs bf16 autocast training
+    python benchmarks/run_all.py --kinds train --precisions fp32,bf16   # training only
 """
 import argparse
 import json
@@ -32,13 +38,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from examples.progress import progress  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
 from measure import MODES, TPU_MODES  # noqa: E402
-from workloads import KINDS, MODELS, describe  # noqa: E402
+from workloads import KINDS, MODELS, describe, kinds  # noqa: E402
+
+PRECISIONS = ("fp32", "bf16")
 
 PRESETS = {  # suite size -> timed steps, warm-up steps, matmul size for the peak
     "full": dict(steps=10, warmup=3, matmul=2048, isolate="row"),
-    "quick": dict(steps=10, warmup=2, matmul=1024, isolate="suite"),
+    "quick": dict(steps=5, warmup=2, matmul=1024, isolate="suite"),
     "smoke": dict(steps=2, warmup=2, matmul=128, isolate="suite"),
 }
 
@@ -55,12 +64,19 @@ def child(spec):
     for job in spec["jobs"]:
         if job["what"] == "calibrate":
             out = dict(peak_flops={d: matmul_peak(d, spec["matmul"]) for d in ("tpu", "cpu")},
-                       flops={f"{m}/{k}": count_step_flops(m, k, spec["size"])
-                              for m in spec["models"] for k in spec["kinds"]})
+                       flops={f"{m}/{k}": _flops(count_step_flops, m, k, spec["size"])
+                              for m in spec["models"] for k in kinds(m, spec["kinds"])})
         else:
             out = measure(job["model"], job["kind"], job["mode"], spec["size"], spec["steps"],
-                          spec["warmup"])
+                          spec["warmup"], job["precision"])
         print("RESULT " + json.dumps(dict(job=job, result=out)), flush=True)
+
+
+def _flops(count, model, kind, size):
+    try:
+        return count(model, kind, size)
+    except Exception:  # the row is still worth measuring without its FLOP count
+        return None
 
 
 # ---- parent side ------------------------------------------------------------------
@@ -106,16 +122,24 @@ def plan(args):
     """(the calibration job, the row jobs, jobs skipped with a reason)."""
     rows, skipped = [], {}
     for model in args.models:
-        for kind in args.kinds:
+        for kind in kinds(model, args.kinds):
             for mode in args.modes:
-                job = dict(what="row", model=model, kind=kind, mode=mode)
-                if mode == "cpu_inductor" and args.size != "full" and not args.inductor:
-                    skipped[json.dumps(job, sort_keys=True)] = (
-                        f"skipped by --{args.size}: inductor's C++ compile takes minutes "
-                        f"on a small CPU; run the full suite or add --inductor")
-                else:
-                    rows.append(job)
+                for precision in args.precisions:
+                    job = dict(what="row", model=model, kind=kind, mode=mode, precision=precision)
+                    if mode == "cpu_inductor" and args.size != "full" and not args.inductor:
+                        skipped[json.dumps(job, sort_keys=True)] = (
+                            f"skipped by --{args.size}: inductor's C++ compile takes minutes "
+                            f"on a small CPU; run the full suite or add --inductor")
+                    elif (precision == "bf16" and args.size != "full" and not args.all_bf16
+                          and mode not in ("defer_and_fuse", "cpu_eager")):
+                        continue  # --quick/--smoke: bf16 for the default mode and its baseline
+                    else:
+                        rows.append(job)
     return dict(what="calibrate"), rows, skipped
+
+
+def key(job):
+    return (job["model"], job["kind"], job["mode"], job["precision"])
 
 
 def fmt(v, spec, missing="-"):
@@ -124,16 +148,17 @@ def fmt(v, spec, missing="-"):
 
 def table(results, cal, size):
     """The markdown table of all rows."""
-    lines = ["| model | step | mode | median ms | x CPU eager | first ms | compiles | "
-             "peak MiB | GFLOP/s | % of peak |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for (model, kind, mode), r in results.items():
-        head = f"| {model} | {kind} | {mode} |"
+    lines = ["| model | step | mode | precision | median ms | x CPU eager | throughput | "
+             "first ms | compiles | peak MiB | GFLOP/s | % of peak |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (model, kind, mode, precision), r in results.items():
+        head = f"| {model} | {kind} | {mode} | {precision} |"
         if "error" in r:
-            lines.append(f"{head} n/a ({r['error']}) | | | | | | |")
+            lines.append(f"{head} n/a ({r['error']}) | | | | | | | |")
             continue
         lines.append(
             f"{head} {1e3 * r['median_s']:.2f} | {fmt(r.get('x_cpu_eager'), '.2f')} | "
+            f"{r['throughput']:,.0f} {r['throughput_unit']} | "
             f"{1e3 * r['first_s']:.1f} | {fmt(r.get('compiles'), 'd')} | "
             f"{fmt(r.get('peak_mib'), '.1f')} | {fmt(r.get('gflops'), '.2f')} | "
             f"{fmt(r.get('pct_of_peak'), '.1f')} |")
@@ -142,10 +167,10 @@ def table(results, cal, size):
 
 def derive(results, cal):
     """Adds the ratio to CPU eager and the FLOP/s figures to each measured row."""
-    for (model, kind, mode), r in results.items():
+    for (model, kind, mode, precision), r in results.items():
         if "error" in r:
             continue
-        base = results.get((model, kind, "cpu_eager"), {}).get("median_s")
+        base = results.get((model, kind, "cpu_eager", "fp32"), {}).get("median_s")
         r["x_cpu_eager"] = base / r["median_s"] if base else None
         flops = cal.get("flops", {}).get(f"{model}/{kind}")
         peak = cal.get("peak_flops", {}).get("tpu" if mode in TPU_MODES else "cpu")
@@ -164,8 +189,14 @@ def main():
     p.add_argument("--json", default="run_all.json", help="where to write the results")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--precisions", default=",".join(PRECISIONS),
+                   help="fp32 and/or bf16 (torch.autocast(bfloat16) around the forward)")
+    p.add_argument("--all-bf16", action="store_true",
+                   help="with --quick/--smoke, bf16 rows for every mode (default: Defer & Fuse "
+                        "and CPU eager only)")
+    p.add_argument("--png", help="where to write the chart (default: the JSON path with .png)")
     p.add_argument("--kinds", default=",".join(KINDS),
-                   help="steps to measure: train, train_bf16 (bf16 autocast), infer")
+                   help="steps to measure: train, infer, decode (decode: Llama and Qwen only)")
     p.add_argument("--steps", type=int, help="timed steps (default 10; 2 with --smoke)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3 full, 2 quick)")
     p.add_argument("--isolate", choices=("row", "suite"),
@@ -193,6 +224,13 @@ def main():
     for m in args.modes:
         if m not in MODES:
             p.error(f"unknown mode {m!r}: choose from {', '.join(MODES)}")
+    args.precisions = [x for x in args.precisions.split(",") if x]
+    for x in args.precisions:
+        if x not in PRECISIONS:
+            p.error(f"unknown precision {x!r}: choose from {', '.join(PRECISIONS)}")
+    for m in args.models:
+        if m not in MODELS:
+            p.error(f"unknown model {m!r}: choose from {', '.join(MODELS)}")
     isolate = args.isolate or preset["isolate"]
     spec = dict(size=args.size, steps=args.steps or preset["steps"],
                 warmup=max(1, args.warmup or preset["warmup"]), matmul=preset["matmul"],
@@ -204,7 +242,7 @@ def main():
           f"{os.cpu_count()} CPUs", flush=True)
 
     results, cal = {}, {}
-    bar = progress(range(1 + len(rows)), desc="benchmarks")
+    bar = tqdm(range(1 + len(rows)), desc="benchmarks", dynamic_ncols=True)
     it = iter(bar)
     next(it)
 
@@ -212,8 +250,8 @@ def main():
         if job["what"] == "calibrate":
             cal.update(result)
         else:
-            results[(job["model"], job["kind"], job["mode"])] = result
-            bar.set_postfix_str(f"{job['model']} {job['kind']} {job['mode']}")
+            results[key(job)] = result
+            bar.set_postfix_str(" ".join(key(job)))
         next(it, None)
 
     start = time.perf_counter()
@@ -230,10 +268,10 @@ def main():
                 if jobs:
                     spawn(dict(spec, jobs=jobs), cache, False, args.timeout, on_result)
     for job_key, reason in skipped.items():
-        job = json.loads(job_key)
-        results[(job["model"], job["kind"], job["mode"])] = dict(error=reason)
-    order = {(m, k, mode): i for i, (m, k, mode) in enumerate(
-        (m, k, mode) for m in args.models for k in KINDS for mode in args.modes)}
+        results[key(json.loads(job_key))] = dict(error=reason)
+    order = {k: i for i, k in enumerate(
+        (m, k, mode, x) for m in args.models for k in kinds(m, args.kinds) for mode in args.modes
+        for x in args.precisions)}
     results = dict(sorted(results.items(), key=lambda kv: order[kv[0]]))
     derive(results, cal)
     elapsed = time.perf_counter() - start
@@ -251,10 +289,40 @@ def main():
                workloads={m: describe(m, args.size) for m in args.models},
                matmul_peak_flops=peaks, flops_per_step=cal.get("flops", {}),
                calibration_error=cal.get("error"),
-               rows=[dict(model=m, step=k, mode=mode, **r) for (m, k, mode), r in results.items()])
+               rows=[dict(model=m, step=k, mode=mode, precision=x, **r)
+                     for (m, k, mode, x), r in results.items()])
     with open(args.json, "w") as f:
         json.dump(out, f, indent=2)
-    print(f"\nwrote {args.json}")
+    png = args.png or os.path.splitext(args.json)[0] + ".png"
+    chart(results, png, f"torch_tpu benchmarks ({args.size}, {_platform_name()})")
+    print(f"\nwrote {args.json} and {png}")
+
+
+def chart(results, path, title):
+    """A horizontal bar per measured row: its speed relative to PyTorch CPU eager
+    (float32), on a log axis with 1 marked; rows grouped by model and step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    colours = {"strict_eager": "C0", "defer_and_fuse": "C1", "compiled": "C2",
+               "cpu_eager": "0.55", "cpu_inductor": "C4"}
+    bars = [(k, r["x_cpu_eager"]) for k, r in results.items()
+            if "error" not in r and r.get("x_cpu_eager")]
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(bars) + 1.5))
+    labels = [f"{m} {k} {mode} {x}" for (m, k, mode, x), _ in bars]
+    ax.barh(range(len(bars)), [v for _, v in bars],
+            color=[colours.get(k[2], "C7") for k, _ in bars],
+            hatch=None, edgecolor=["black" if k[3] == "bf16" else "none" for k, _ in bars])
+    ax.set_yticks(range(len(bars)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("speed relative to PyTorch CPU eager, float32 (higher is faster; "
+                  "outlined bars: bf16 autocast)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _platform_name():

@@ -10,6 +10,8 @@ void register_tensor_kernels(torch::Library& m);
 void register_copy_kernels(torch::Library& m);
 void register_batch_norm_kernel(torch::Library& m);
 void register_data_dependent_kernels(torch::Library& m);
+// Refuses sparse tensors and sparse embedding gradients (sparse_kernels.cc).
+void register_sparse_kernels(torch::Library& m);
 // torch.autocast("tpu"): CUDA's cast policy on the AutocastPrivateUse1 key (autocast.cc).
 void register_autocast_kernels();
 // Registers the generic kernel for every lowered op and the CPU fallback.

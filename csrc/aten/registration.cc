@@ -40,7 +40,8 @@ const std::set<std::string>& hand_written() {
       "aten::_copy_from", "aten::_copy_from_and_resize", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
       "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
-      "aten::record_stream", "aten::_has_compatible_shallow_copy_type"};
+      "aten::_embedding_bag_backward", "aten::record_stream",
+      "aten::_has_compatible_shallow_copy_type"};
   return s;
 }
 
@@ -58,6 +59,7 @@ void register_all_kernels() {
   register_copy_kernels(*lib);
   register_batch_norm_kernel(*lib);
   register_data_dependent_kernels(*lib);
+  register_sparse_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());
     if (hand_written().count(name)) continue;

@@ -167,6 +167,12 @@ Value weight_grad(Ctx& c, Value grad, Value idx, Value bag, Value size, Value ma
 //                         padding_idx)
 std::vector<Value> backward(Ctx& c) {
   hlo::Builder& b = c.b;
+  // The result is the dense gradient; a sparse one cannot be made (no sparse
+  // layouts), so sparse=True is refused rather than answered densely. Eager calls
+  // meet the same refusal first in aten/sparse_kernels.cc; this one is for graphs.
+  TORCH_CHECK_NOT_IMPLEMENTED(!c.bool_arg(9), "torch_tpu: sparse embedding gradients "
+                              "(nn.EmbeddingBag(sparse=True)) are not supported on tpu; use "
+                              "sparse=False (dense gradients, which SGD and Adagrad take as they are)");
   Value grad = c.tensor(0), idx = flat_s64(b, c.tensor(1));
   int64_t bags = grad.dims()[0];
   // Recomputed from offsets: the forward's offset2bag may be a placeholder.

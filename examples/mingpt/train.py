@@ -23,8 +23,6 @@ from examples import harness  # noqa: E402
 from examples.mingpt.data import CharData  # noqa: E402
 from examples.mingpt.model import GPT, GPTConfig  # noqa: E402
 
-WARMUP = 2  # steps left out of tokens/s: the first compiles, the second adds optimizer state
-
 
 def build(args, vocab_size, device):
     torch.manual_seed(args.seed)  # the same initial weights on every device
@@ -40,12 +38,11 @@ def train(args, data, device, mode, steps, quiet=False):
     g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
     return harness.train_loop(lambda dev: build(args, data.vocab_size, dev),
                               lambda: data.batch(args.batch, args.context, g),
-                              device, mode, steps, f"train {device} {mode}", quiet,
-                              amp=args.amp)
+                              device, mode, steps, f"train {device} {mode}", quiet, args.amp)
 
 
 @torch.no_grad()
-def sample(fwd, data, device, context, chars, prompt, seed):
+def sample(fwd, data, device, context, chars, prompt, seed, amp="off"):
     """Generates `chars` characters after `prompt`. The model always sees a full
     window (left-padded with newlines), so every call has one shape and compiles
     once; the next character is drawn on the host from the last position's logits."""
@@ -54,18 +51,11 @@ def sample(fwd, data, device, context, chars, prompt, seed):
     ids = data.encode(prompt)
     for _ in range(chars):
         window = ([pad] * context + ids)[-context:]
-        logits, _ = fwd(torch.tensor([window], device=device))
+        with harness.autocast(device, amp):
+            logits, _ = fwd(torch.tensor([window], device=device))
         probs = torch.softmax(logits[0, -1].float().cpu(), dim=-1)
         ids.append(int(torch.multinomial(probs, 1, generator=g)))
     return data.decode(ids)
-
-
-def check(args, data):
-    """A few steps on the chosen device and mode and on PyTorch's CPU eager agree."""
-    _, _, dev_losses, _ = train(args, data, args.device, args.mode, args.check_steps, quiet=True)
-    _, _, cpu_losses, _ = train(args, data, "cpu", "strict_eager", args.check_steps, quiet=True)
-    harness.compare_losses(dev_losses, cpu_losses, rtol=harness.check_rtol(args.amp),
-                           device=args.device)
 
 
 def main():
@@ -79,26 +69,23 @@ def main():
     args = p.parse_args()
 
     data = CharData()
-    if harness.device_type(args.device) == "tpu":
-        print(f"tpu device: {torch.tpu.get_device_name()}")
+    harness.announce(args.device)
     print(f"minGPT {args.depth} layers x {args.width} wide, {args.heads} heads, context "
           f"{args.context}, batch {args.batch}; corpus {len(data.ids)} characters, "
           f"vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}, amp {args.amp}")
     if args.check:
-        return check(args, data)
+        return harness.check(lambda *a: train(args, data, *a), args)
 
     model, fwd, losses, times = train(args, data, args.device, args.mode, args.steps,
                                       quiet=args.quiet)
-    timed = times[WARMUP:] or times
-    tokens = args.batch * args.context * len(timed)
+    rate, timed = harness.throughput(times, args.batch * args.context)
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {args.steps} steps")
-    print(f"first step {times[0]:.2f} s (includes compiling); {tokens / sum(timed):,.0f} "
-          f"tokens/s over the {len(timed)} steps after it")
+    print(f"first step {times[0]:.2f} s (includes compiling); {rate:,.0f} "
+          f"tokens/s over the {timed} steps after it")
     model.eval()
     start = time.perf_counter()
-    with harness.autocast(args.device, args.amp):
-        text = sample(fwd, data, args.device, args.context, args.sample_chars, args.prompt,
-                      args.seed)
+    text = sample(fwd, data, args.device, args.context, args.sample_chars, args.prompt,
+                  args.seed, args.amp)
     print(f"sample ({args.sample_chars} characters, {time.perf_counter() - start:.1f} s):")
     print("-" * 40 + "\n" + text + "\n" + "-" * 40)
 

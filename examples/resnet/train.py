@@ -24,8 +24,6 @@ from examples import harness  # noqa: E402
 from examples.resnet.data import NUM_CLASSES, ImageData  # noqa: E402
 from examples.resnet.model import ResNet  # noqa: E402
 
-WARMUP = 2  # steps left out of images/s: the first compiles, the second adds optimizer state
-
 
 def build(args, device):
     torch.manual_seed(args.seed)  # the same initial weights on every device
@@ -38,30 +36,22 @@ def build(args, device):
 def train(args, data, device, mode, steps, quiet=False):
     g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
     return harness.train_loop(lambda dev: build(args, dev), lambda: data.batch(args.batch, g),
-                              device, mode, steps, f"train {device} {mode}", quiet,
-                              amp=args.amp)
+                              device, mode, steps, f"train {device} {mode}", quiet, args.amp)
 
 
 @torch.no_grad()
-def evaluate(fwd, model, data, device, batch):
+def evaluate(fwd, model, data, device, batch, amp="off"):
     """(mean loss, accuracy) on the held-out images, BatchNorm in inference mode."""
     model.eval()
     total_loss, correct, seen = 0.0, 0, 0
     for x, y in data.test_batches(batch):
-        logits, loss = fwd(x.to(device), y.to(device))
+        with harness.autocast(device, amp):
+            logits, loss = fwd(x.to(device), y.to(device))
         total_loss += loss.item() * len(y)
         correct += int((logits.argmax(dim=1).cpu() == y).sum())
         seen += len(y)
     model.train()
     return total_loss / seen, correct / seen
-
-
-def check(args, data):
-    """A few steps on the chosen device and mode and on PyTorch's CPU eager agree."""
-    _, _, dev_losses, _ = train(args, data, args.device, args.mode, args.check_steps, quiet=True)
-    _, _, cpu_losses, _ = train(args, data, "cpu", "strict_eager", args.check_steps, quiet=True)
-    harness.compare_losses(dev_losses, cpu_losses, rtol=harness.check_rtol(args.amp),
-                           device=args.device)
 
 
 def main():
@@ -75,25 +65,22 @@ def main():
 
     data = ImageData(size=args.image_size, train=args.train_images, test=args.test_images,
                      seed=args.seed)
-    if harness.device_type(args.device) == "tpu":
-        print(f"tpu device: {torch.tpu.get_device_name()}")
+    harness.announce(args.device)
     print(f"ResNet-{2 + 4 * args.depth}-style ({args.depth} stages of 2 blocks, width "
           f"{args.width}), {args.image_size}x{args.image_size} images, {NUM_CLASSES} classes, "
           f"batch {args.batch}; device {args.device}, mode {args.mode}, amp {args.amp}")
     if args.check:
-        return check(args, data)
+        return harness.check(lambda *a: train(args, data, *a), args)
 
     model, fwd, losses, times = train(args, data, args.device, args.mode, args.steps,
                                       quiet=args.quiet)
-    timed = times[WARMUP:] or times
+    rate, timed = harness.throughput(times, args.batch)
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {args.steps} steps "
           f"(chance: {math.log(NUM_CLASSES):.4f})")
     print(f"first step {times[0]:.2f} s (includes compiling); "
-          f"{args.batch * len(timed) / sum(timed):,.1f} images/s over the {len(timed)} "
-          f"steps after it")
+          f"{rate:,.1f} images/s over the {timed} steps after it")
     start = time.perf_counter()
-    with harness.autocast(args.device, args.amp):
-        loss, acc = evaluate(fwd, model, data, args.device, args.batch)
+    loss, acc = evaluate(fwd, model, data, args.device, args.batch, args.amp)
     print(f"eval: loss {loss:.4f}, accuracy {100 * acc:.1f}% on {args.test_images} held-out "
           f"images (chance {100 / NUM_CLASSES:.0f}%), {time.perf_counter() - start:.1f} s")
 
