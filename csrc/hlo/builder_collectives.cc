@@ -13,27 +13,6 @@ namespace {
 
 using Groups = std::vector<std::vector<int64_t>>;
 
-const char* combiner(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Add: return "add";
-    case ReduceOp::Mul: return "multiply";
-    case ReduceOp::Max: return "maximum";
-    case ReduceOp::Min: return "minimum";
-    case ReduceOp::And: return "and";
-    case ReduceOp::Or: return "or";
-    case ReduceOp::Xor: return "xor";
-  }
-  return "";
-}
-
-void check_combiner(const std::string& op, ReduceOp r, ElemType t) {
-  const bool bitwise = r == ReduceOp::And || r == ReduceOp::Or || r == ReduceOp::Xor;
-  if (bitwise && (is_float(t) || is_complex(t)))
-    fail(op, std::string(combiner(r)) + " needs integer or i1 elements, got " + mlir_name(t));
-  if ((r == ReduceOp::Max || r == ReduceOp::Min) && is_complex(t))
-    fail(op, std::string(combiner(r)) + " is not defined for complex elements");
-}
-
 // Validates the groups; returns their common size.
 int64_t group_size(const std::string& op, const Groups& groups) {
   if (groups.empty() || groups[0].empty()) fail(op, "needs at least one non-empty replica group");
@@ -76,20 +55,14 @@ void check_dim(const std::string& op, int64_t dim, const Value& x, const char* w
     fail(op, std::string(what) + " " + std::to_string(dim) + " is out of range for " + x.type.str());
 }
 
-RegionFn body(ReduceOp r) {
-  return [r](Builder& b, const std::vector<Value>& a) -> std::vector<Value> {
-    return {b.binary(combiner(r), a[0], a[1])};
-  };
-}
-
 }  // namespace
 
 Value Builder::all_reduce(Value x, ReduceOp op, const Groups& groups, int64_t channel_id) {
   const std::string name = "all_reduce";
-  check_combiner(name, op, x.elem());
+  check_reduce_op(name, op, x.elem());
   group_size(name, groups);
   const TensorType s = scalar_of(x.elem());
-  std::string reg = impl_->region(*this, name, {s, s}, body(op), {s});
+  std::string reg = impl_->region(*this, name, {s, s}, binary_body(op), {s});
   return impl_->emit(name, {x}, {reg}, group_attrs(groups, channel_id), {x.type})[0];
 }
 
@@ -107,7 +80,7 @@ Value Builder::all_gather(Value x, int64_t dim, const Groups& groups, int64_t ch
 Value Builder::reduce_scatter(Value x, int64_t dim, ReduceOp op, const Groups& groups,
                               int64_t channel_id) {
   const std::string name = "reduce_scatter";
-  check_combiner(name, op, x.elem());
+  check_reduce_op(name, op, x.elem());
   check_dim(name, dim, x, "scatter_dimension");
   int64_t n = group_size(name, groups);
   if (x.dims()[dim] % n != 0)
@@ -116,7 +89,7 @@ Value Builder::reduce_scatter(Value x, int64_t dim, ReduceOp op, const Groups& g
   TensorType rt = x.type;
   rt.dims[dim] /= n;
   const TensorType s = scalar_of(x.elem());
-  std::string reg = impl_->region(*this, name, {s, s}, body(op), {s});
+  std::string reg = impl_->region(*this, name, {s, s}, binary_body(op), {s});
   return impl_->emit(name, {x}, {reg},
                      "scatter_dimension = " + std::to_string(dim) + " : i64, " +
                          group_attrs(groups, channel_id),

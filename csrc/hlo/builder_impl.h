@@ -13,6 +13,13 @@ namespace tpu::hlo {
 // Throws std::invalid_argument("stablehlo.<op>: <what>").
 [[noreturn]] void fail(const std::string& op, const std::string& what);
 
+// ReduceOp as its StableHLO binary op ("add", "maximum", ...); the check names the
+// outer op when the element type does not suit it; the body is a one-op region.
+// Shared by the region ops (builder_regions.cc) and the collectives.
+const char* reduce_op_name(ReduceOp op);
+void check_reduce_op(const std::string& op, ReduceOp r, ElemType t);
+RegionFn binary_body(ReduceOp r);
+
 std::string dims_str(const std::vector<int64_t>& v);   // "[2, 3]"
 std::string i64_array(const std::vector<int64_t>& v);  // "array<i64: 2, 3>"
 // "dense<[[lo, hi], ...]> : tensor<Nx2xi64>"

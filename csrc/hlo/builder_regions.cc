@@ -4,7 +4,6 @@
 #include "hlo/builder_impl.h"
 
 namespace tpu::hlo {
-namespace {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -34,6 +33,8 @@ RegionFn binary_body(ReduceOp r) {
     return {b.binary(reduce_op_name(r), a[0], a[1])};
   };
 }
+
+namespace {
 
 std::vector<int64_t> ones_or(const std::string& op, const std::vector<int64_t>& v, size_t n,
                              const char* what) {
