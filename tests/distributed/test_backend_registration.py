@@ -33,9 +33,17 @@ def test_set_device_validates_the_index():
 SPECS = textwrap.dedent("""
     import datetime, sys, torch, torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.distributed_c10d import _get_default_group, _world
     for spec in [None, "tpu", "tpu_dist", "cpu:gloo,tpu:tpu"]:
         dist.init_process_group(spec, timeout=datetime.timedelta(seconds=60))
         r, w = dist.get_rank(), dist.get_world_size()
+        # No backend named: as on CUDA (where PyTorch 2.13 reports "undefined" with
+        # the config "cuda:nccl"), the accelerator's backend alone, and no CPU one.
+        want = {None: "undefined"}.get(spec, spec)
+        assert dist.get_backend() == want, (spec, dist.get_backend())
+        config = str(_world.pg_backend_config[_get_default_group()])
+        assert config == {None: "tpu:tpu", "tpu": "tpu:tpu", "tpu_dist": "tpu:tpu_dist",
+                          "cpu:gloo,tpu:tpu": "cpu:gloo,tpu:tpu"}[spec], (spec, config)
         t = torch.full((3,), float(r + 1), device="tpu")
         dist.all_reduce(t)
         assert t.cpu().tolist() == [float(w * (w + 1) // 2)] * 3, (spec, t)
