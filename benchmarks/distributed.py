@@ -3,11 +3,13 @@
 1. all_reduce (SUM, float32) bus bandwidth by message size, 1 KB to 64 MB, for
    tpu tensors through the `tpu` backend (flush, copy to host, Gloo, copy back)
    beside PyTorch's Gloo on CPU tensors of the same size, in one "cpu:gloo,tpu:tpu"
-   group of --nproc processes (median of the timed iterations; bus bandwidth =
+   group of --nproc processes (median of the timed iterations, Gloo and tpu
+   iterations interleaved so that a loaded machine slows both alike; bus bandwidth =
    2 (n-1)/n * bytes / time, as nccl-tests reports it). Target: at 4 MB and above
    the tpu row costs at most 1.2x Gloo's own time.
-2. minGPT DDP training step (examples/distributed/ddp_mingpt.py) at 1 and 2
-   processes, Defer & Fuse, steps after the first two.
+2. minGPT training step with DDP (examples/distributed/ddp_mingpt.py) and with
+   FSDP2 (fsdp_mingpt.py) at 1 and 2 processes, Defer & Fuse, steps after the
+   first two.
 
     python benchmarks/distributed.py                 # both, 2 processes
     python benchmarks/distributed.py --skip-ddp --max-mb 16
@@ -34,20 +36,23 @@ def worker(args):
     rows = []
     while size <= args.max_mb * 2 ** 20:
         n = size // 4
-        iters = max(3, min(50, int(64 * 2 ** 20 / size)))
-        times = {}
-        for device in ("cpu", "tpu"):
-            t = torch.ones(n, device=device)
+        iters = max(7, min(50, int(64 * 2 ** 20 / size)))
+        tensors = {d: torch.ones(n, device=d) for d in ("cpu", "tpu")}
+        for t in tensors.values():
             for _ in range(2):  # warm-up: connections, programs, allocations
                 dist.all_reduce(t)
-            samples = []
-            for _ in range(iters):
+        torch.tpu.synchronize()
+        # Interleaved (one Gloo iteration, one tpu iteration, ...), so that a
+        # loaded machine slows both alike.
+        samples = {"cpu": [], "tpu": []}
+        for _ in range(iters):
+            for device, t in tensors.items():
                 start = time.perf_counter()
                 dist.all_reduce(t)
                 if device == "tpu":
                     torch.tpu.synchronize()
-                samples.append(time.perf_counter() - start)
-            times[device] = statistics.median(samples)
+                samples[device].append(time.perf_counter() - start)
+        times = {d: statistics.median(v) for d, v in samples.items()}
         rows.append((size, times["cpu"], times["tpu"]))
         size *= 4
     if rank == 0:
@@ -78,7 +83,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--max-mb", type=int, default=64)
-    p.add_argument("--skip-ddp", action="store_true")
+    p.add_argument("--skip-ddp", action="store_true", help="skip the minGPT DDP/FSDP2 part")
     p.add_argument("--ddp-steps", type=int, default=12)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -88,13 +93,18 @@ def main():
     print(torchrun(args.nproc, __file__, "--worker", "--max-mb", str(args.max_mb)))
     if args.skip_ddp:
         return
-    print("## minGPT DDP step (Defer & Fuse; the first two steps left out)\n")
-    script = os.path.join(ROOT, "examples", "distributed", "ddp_mingpt.py")
-    for nproc in (1, 2):
-        out = torchrun(nproc, script, "--steps", str(args.ddp_steps), "--warmup", "2")
-        m = re.search(r"([\d.]+) ms/step", out)
-        print(f"- {nproc} process(es): {m.group(1) if m else '?'} ms/step "
-              f"(global batch 8, so 2 processes do half the work each)", flush=True)
+    print("## minGPT training step, DDP and FSDP2 (Defer & Fuse; the first two steps left out)\n")
+    print("| example | 1 process ms/step | 2 processes ms/step |")
+    print("|---|---:|---:|")
+    for name, script in (("DDP", "ddp_mingpt.py"), ("FSDP2 (fully_shard per block)", "fsdp_mingpt.py")):
+        cells = []
+        for nproc in (1, 2):
+            out = torchrun(nproc, os.path.join(ROOT, "examples", "distributed", script),
+                           "--steps", str(args.ddp_steps), "--warmup", "2")
+            m = re.search(r"([\d.]+) ms/step", out)
+            cells.append(m.group(1) if m else "?")
+        print(f"| {name} | {cells[0]} | {cells[1]} |", flush=True)
+    print("\n(global batch 8: with 2 processes each does half the work)")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@
 #include <torch/library.h>
 
 #include "aten/kernels.h"
+#include "aten/host_copy.h"
 #include "aten/deferred_graph.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "engine/host_alias.h"
 #include "engine/transfer.h"
 #include "lower/registry.h"
 
@@ -59,6 +61,22 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
 }  // namespace
 
 at::Tensor to_host(const at::Tensor& self) {
+  at::Tensor out = at::empty(self.sizes(), self.options().device(c10::kCPU));
+  to_host_into(self, out);
+  return out;
+}
+
+void to_host_into(const at::Tensor& self, const at::Tensor& out) {
+  TORCH_CHECK(out.device().is_cpu() && out.is_contiguous() &&
+                  out.scalar_type() == self.scalar_type() && out.numel() == self.numel(),
+              "to_host_into: needs a contiguous CPU tensor of ", self.scalar_type(), " with ",
+              self.numel(), " elements");
+  std::shared_ptr<pjrt::Buffer> buf = dense_buffer_for_host_read(self);
+  if (out.numel() == 0) return;
+  engine::download(*buf, out.data_ptr(), out.nbytes());
+}
+
+std::shared_ptr<pjrt::Buffer> dense_buffer_for_host_read(const at::Tensor& self) {
   FlushReason reason("host read");
   at::Tensor src = self;
   engine::Slot* slot = slot_of(src);
@@ -70,14 +88,33 @@ at::Tensor to_host(const at::Tensor& self) {
     device_copy(src, self, false);
     slot = slot_of(src);
   }
-  at::Tensor out = at::empty(self.sizes(), self.options().device(c10::kCPU));
   std::shared_ptr<pjrt::Buffer> buf = slot->buffer();  // runs pending work
   // The host waits here anyway: device-side checks of everything launched so
   // far report first (a value computed past a bad index is not returned).
   raise_device_check_failures(-1);
-  if (out.numel() == 0) return out;
-  engine::download(*buf, out.mutable_data_ptr(), out.nbytes());
-  return out;
+  return buf;
+}
+
+void adopt_host_values(const at::Tensor& dst, const at::Tensor& host) {
+  TORCH_CHECK(is_tpu(dst) && host.device().is_cpu(), "adopt_host_values: tpu <- cpu only");
+  if (dst.numel() == 0) return;
+  engine::Slot* slot = slot_of(dst);
+  hlo::ElemType elem = lower::to_elem(dst.scalar_type());
+  int64_t length = slot->nbytes() / static_cast<int64_t>(engine::elem_size(elem));
+  bool whole = host.scalar_type() == dst.scalar_type() && host.is_contiguous() &&
+               host.sizes() == dst.sizes() && !has_lazy_bits(dst) && !has_lazy_bits(host) &&
+               host.numel() == length && engine::covers_whole(layout_of(dst), length);
+  if (!whole) {
+    at::Tensor d = dst;
+    d.copy_(host);
+    return;
+  }
+  // The device buffer may alias the host memory: the storage (and so the
+  // memory) lives until the buffer is done with it.
+  auto keep = std::make_shared<c10::Storage>(host.storage());
+  slot->set_buffer(
+      engine::upload_aliasing(host.const_data_ptr(), elem, {length}, slot->device(), std::move(keep)),
+      elem);
 }
 
 at::Tensor resolve_lazy_bits(const at::Tensor& t) {

@@ -1,11 +1,14 @@
 #include "dist/host_staged_transport.h"
 
+#include <cstdlib>
+#include <limits>
 #include <map>
 
 #include <ATen/ATen.h>
 
 #include "dist/host_staging.h"
 #include "dist/staged_work.h"
+#include "dist/staging_pool.h"
 
 namespace tpu::dist {
 
@@ -49,6 +52,19 @@ TensorList bytes_out(const TensorList& ts, TensorList& hosts) {
 
 void all_out(const TensorList& dst, const TensorList& hosts) {
   for (size_t i = 0; i < dst.size(); ++i) stage_out(dst[i], hosts[i]);
+}
+
+// Large allreduces go to Gloo in pieces of this size (TORCH_TPU_DIST_PIECE_MB,
+// default 4; 0 turns pieces off), so that copying to the host overlaps the
+// collective.
+int64_t piece_bytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("TORCH_TPU_DIST_PIECE_MB");
+    double mb = v != nullptr ? std::atof(v) : 4.0;
+    return mb <= 0 ? std::numeric_limits<int64_t>::max() / 4
+                   : static_cast<int64_t>(mb * (1 << 20));
+  }();
+  return bytes;
 }
 
 class HostStagedTransport final : public Transport {
@@ -97,9 +113,23 @@ class HostStagedTransport final : public Transport {
       plans.emplace_back(opts.reduceOp, t.scalar_type(), gloo_->getSize(), what(op));
     flush_pending_work();
     TensorList hosts;
-    for (size_t i = 0; i < tensors.size(); ++i) hosts.push_back(plans[i].stage_in(tensors[i]));
     std::vector<WorkPtr> inner;
-    if (coalesced) {
+    int64_t piece = piece_bytes();
+    if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place() &&
+        tensors[0].nbytes() >= static_cast<size_t>(2 * piece)) {
+      // Large: Gloo reduces each piece while the next one is still being
+      // copied to the host (pieces of the same size on every rank).
+      at::Tensor host = pooled_empty(tensors[0].sizes(), tensors[0].scalar_type());
+      at::Tensor flat = host.view({-1});
+      c10d::AllreduceOptions o = opts;
+      o.reduceOp = plans[0].gloo_op();
+      stage_in_pieces(tensors[0], host, piece, [&](int64_t first, int64_t count) {
+        TensorList part{flat.narrow(0, first, count)};
+        inner.push_back(gloo_->allreduce(part, o));
+      });
+      hosts.push_back(host);
+    } else if (coalesced) {
+      for (size_t i = 0; i < tensors.size(); ++i) hosts.push_back(plans[i].stage_in(tensors[i]));
       // Gloo coalesces tensors of one dtype only: one call per dtype.
       std::vector<at::ScalarType> order;
       std::map<at::ScalarType, std::pair<TensorList, size_t>> by_dtype;  // hosts, a plan
@@ -118,6 +148,7 @@ class HostStagedTransport final : public Transport {
         inner.push_back(gloo_->allreduce_coalesced(by_dtype[dt].first, o));
       }
     } else {
+      for (size_t i = 0; i < tensors.size(); ++i) hosts.push_back(plans[i].stage_in(tensors[i]));
       c10d::AllreduceOptions o = opts;
       o.reduceOp = plans[0].gloo_op();
       inner.push_back(gloo_->allreduce(hosts, o));

@@ -1,10 +1,16 @@
 #include "dist/host_staging.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <ATen/ATen.h>
 
 #include "aten/deferred_graph.h"
 #include "aten/kernels.h"
 #include "aten/tpu_tensor.h"
+#include "aten/host_copy.h"
+#include "engine/host_alias.h"
+#include "dist/staging_pool.h"
 
 namespace tpu::dist {
 
@@ -52,18 +58,64 @@ void flush_pending_work() { aten::flush_pending("collective"); }
 
 at::Tensor stage_in(const at::Tensor& t) {
   if (!on_tpu(t)) return t.contiguous();
-  return aten::to_host(t);
+  // Straight into the (pooled) tensor Gloo then works on in place.
+  at::Tensor host = pooled_empty(t.sizes(), t.scalar_type());
+  aten::to_host_into(t, host);
+  return host;
+}
+
+void stage_in_pieces(const at::Tensor& t, const at::Tensor& host, int64_t piece_bytes,
+                     const std::function<void(int64_t, int64_t)>& ready) {
+  // The pieces depend on the size alone, so every rank posts the same
+  // collectives whatever its tensor's device or platform.
+  int64_t n = t.numel();
+  int64_t elem = static_cast<int64_t>(t.element_size());
+  int64_t per_piece = std::max<int64_t>(1, piece_bytes / elem);
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // first, count
+  for (int64_t first = 0; first < n; first += per_piece)
+    pieces.emplace_back(first, std::min(per_piece, n - first));
+  if (pieces.empty()) pieces.emplace_back(0, 0);
+  auto whole = [&] {
+    if (on_tpu(t)) aten::to_host_into(t, host);
+    else host.copy_(t);
+    for (auto [first, count] : pieces) ready(first, count);
+  };
+  if (!on_tpu(t) || pieces.size() == 1) return whole();
+  std::shared_ptr<pjrt::Buffer> buf = aten::dense_buffer_for_host_read(t);
+  // Partial copies of a buffer whose program still runs are not safe on every
+  // plugin (the CPU one crashed): the whole value is waited for first.
+  buf->await_ready();
+  auto* dst = static_cast<char*>(host.data_ptr());
+  // Every piece is asked for at once (the platform copies them in order, or in
+  // parallel); each is handed on as soon as it has landed.
+  std::vector<std::unique_ptr<pjrt::Event>> copies;
+  for (auto [first, count] : pieces) {
+    auto ev = engine::download_part(*buf, dst + first * elem, first * elem, count * elem);
+    if (!ev) {  // no partial copies on this platform
+      for (auto& c : copies) c->await();
+      return whole();
+    }
+    copies.push_back(std::move(ev));
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    copies[i]->await();
+    ready(pieces[i].first, pieces[i].second);
+  }
 }
 
 at::Tensor host_like(const at::Tensor& t) {
   if (!on_tpu(t) && t.is_contiguous()) return t;
-  return at::empty(t.sizes(), t.options().device(c10::kCPU));
+  return pooled_empty(t.sizes(), t.scalar_type());
 }
 
 void stage_out(const at::Tensor& dst, const at::Tensor& host) {
   if (dst.numel() == 0) return;
-  if (!on_tpu(dst) && dst.is_alias_of(host)) return;
-  dst.copy_(host);
+  if (!on_tpu(dst)) {
+    if (!dst.is_alias_of(host)) dst.copy_(host);
+    return;
+  }
+  // The staged values are not touched again: the device buffer may alias them.
+  aten::adopt_host_values(dst, host);
 }
 
 at::Tensor as_bytes(const at::Tensor& host) {
@@ -132,7 +184,7 @@ at::Tensor ReducePlan::stage_in(const at::Tensor& t) const {
 }
 
 at::Tensor ReducePlan::host_like(const at::Tensor& t) const {
-  return at::empty(t.sizes(), t.options().device(c10::kCPU).dtype(host_dtype_));
+  return pooled_empty(t.sizes(), host_dtype_);
 }
 
 void ReducePlan::stage_out(const at::Tensor& dst, const at::Tensor& host) const {

@@ -2,6 +2,7 @@
 // turning a c10d reduction into one Gloo can run on host tensors.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,12 +14,21 @@ namespace tpu::dist {
 // or writes has its value (a collective is a graph boundary on this transport).
 void flush_pending_work();
 
-// A contiguous host tensor holding `t`'s values (one device-to-host transfer).
+// A contiguous host tensor holding `t`'s values (one device-to-host transfer
+// into pooled memory, staging_pool.h).
 // A contiguous CPU tensor is returned as is, so Gloo works on it in place.
 at::Tensor stage_in(const at::Tensor& t);
+// stage_in for large messages, in pieces so that the collective overlaps the
+// copy: `t`'s values land in `host` (contiguous, t's dtype and numel) piece by
+// piece, of about `piece_bytes`, and `ready(first, count)` (in elements) runs as
+// each has landed, while the next is still being copied. One piece when the
+// platform has no partial copies or `t` is small.
+void stage_in_pieces(const at::Tensor& t, const at::Tensor& host, int64_t piece_bytes,
+                     const std::function<void(int64_t, int64_t)>& ready);
 // An uninitialised contiguous host tensor shaped like `t` (for outputs).
 at::Tensor host_like(const at::Tensor& t);
-// dst <- host (one host-to-device transfer); nothing when they share storage.
+// dst <- host; nothing when they share storage. `host` must not be written
+// afterwards: a tpu dst's buffer may alias it (no copy on the CPU plugin).
 void stage_out(const at::Tensor& dst, const at::Tensor& host);
 
 // A 1-D uint8 alias of a contiguous host tensor: collectives that only move
@@ -41,6 +51,9 @@ class ReducePlan {
   // Writes the reduced host values into `dst` (post-divided and converted back).
   void stage_out(const at::Tensor& dst, const at::Tensor& host) const;
   c10d::ReduceOp gloo_op() const { return gloo_op_; }
+  // Whether Gloo reduces the tensor's own values (no conversion, no
+  // pre-scaling), so that they may be staged in pieces.
+  bool reduces_in_place() const { return host_dtype_ == dtype_ && !premul_; }
 
  private:
   c10d::ReduceOp gloo_op_;

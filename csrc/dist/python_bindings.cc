@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "dist/host_staged_transport.h"
+#include "dist/staging_pool.h"
 #include "dist/tpu_backend.h"
 
 namespace py = pybind11;
@@ -29,6 +30,14 @@ void bind_distributed(py::module& m) {
            "A tpu backend whose collectives are staged through the host and run by "
            "`host_backend` (a ProcessGroupGloo on the same store).")
       .def_property_readonly("transport", &TpuBackend::transport_name);
+  d.def("_staging_pool_stats", [] {
+    StagingPoolStats s = staging_pool_stats();
+    py::dict out;
+    out["idle_bytes"] = s.idle_bytes;
+    out["fresh_allocs"] = s.fresh_allocs;
+    out["reuses"] = s.reuses;
+    return out;
+  }, "Host staging memory: bytes idle in the pool, blocks allocated, blocks reused.");
 }
 
 }  // namespace tpu::dist

@@ -71,6 +71,7 @@ def main():
     p = parser(__doc__)
     p.add_argument("--save", help="write a DCP checkpoint here after the check steps")
     p.add_argument("--load", help="read a DCP checkpoint and check it against the CPU run")
+    p.add_argument("--warmup", type=int, default=0, help="steps left out of the step time")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     rank, world, device = setup(args)
@@ -103,6 +104,10 @@ def main():
     steps = args.check_steps if (args.check or args.save) else args.steps
     start = time.perf_counter()
     for step in range(steps):
+        if step == args.warmup and step:
+            if device.type == "tpu":
+                torch.tpu.synchronize()
+            start = time.perf_counter()
         x, y = (shard(t, rank, world).to(device) for t in batches.next())
         opt.zero_grad(set_to_none=True)
         _, loss = model(x, y)
@@ -110,7 +115,10 @@ def main():
         opt.step()
         if rank == 0 and (step % 5 == 0 or step == steps - 1 or args.debug):
             print(f"step {step}: loss {loss.item():.4f}", flush=True)
-    per_step = (time.perf_counter() - start) / max(steps, 1)
+    if device.type == "tpu":
+        torch.tpu.synchronize()
+    timed = steps - args.warmup if 0 < args.warmup < steps else steps
+    per_step = (time.perf_counter() - start) / max(timed, 1)
     if rank == 0:
         print(f"{world} process(es): {per_step * 1e3:.1f} ms/step", flush=True)
     if args.check:

@@ -34,3 +34,9 @@ def test_a_failing_rank_gives_errors_not_hangs():
     assert "rank 1 fails on purpose" in out, out[-6000:]
     assert "PEER_ERROR_OK" in out, out[-6000:]      # the survivor's collective fails
     assert time.time() - t0 < 120  # far below the world group's 120 s timeout plus start-up
+
+
+def test_host_staging_pieces_pool_and_aliased_results():
+    rc, out = torchrun("staging.py", nproc=2, mode="defer_and_fuse",
+                       env={"TORCH_TPU_DIST_PIECE_MB": "1"})
+    assert_ok(rc, out, ["rank 0: STAGING OK", "rank 1: STAGING OK"])

@@ -1,0 +1,32 @@
+#include "engine/host_alias.h"
+
+#include "engine/executor.h"
+#include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "engine/slot.h"
+#include "engine/transfer.h"
+#include "pjrt/host_transfer.h"
+
+namespace tpu::engine {
+
+std::shared_ptr<pjrt::Buffer> upload_aliasing(const void* data, hlo::ElemType elem,
+                                              const std::vector<int64_t>& dims, int device,
+                                              std::shared_ptr<void> keep) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  metrics().bytes_to_device += static_cast<uint64_t>(n) * elem_size(elem);
+  auto buf = pjrt::buffer_from_host_zero_copy(
+      Runtime::get().client(), data, to_pjrt(elem), dims, device,
+      [keep = std::move(keep)]() mutable { keep.reset(); });
+  track_ready(device, *buf);
+  return buf;
+}
+
+std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, int64_t offset,
+                                           int64_t size) {
+  auto ev = pjrt::copy_raw_to_host(Runtime::get().client(), buf, dst, offset, size);
+  if (ev) metrics().bytes_to_host += static_cast<uint64_t>(size);
+  return ev;
+}
+
+}  // namespace tpu::engine

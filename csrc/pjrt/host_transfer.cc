@@ -1,0 +1,61 @@
+#include "pjrt/host_transfer.h"
+
+#include "pjrt/internal.h"
+
+namespace tpu::pjrt {
+
+std::shared_ptr<Buffer> buffer_from_host_zero_copy(const Client& client, const void* data,
+                                                   PJRT_Buffer_Type type,
+                                                   const std::vector<int64_t>& dims, int device,
+                                                   std::function<void()> done) {
+  TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
+  args.client = client.raw();
+  args.data = data;
+  args.type = type;
+  args.dims = dims.empty() ? nullptr : dims.data();
+  args.num_dims = dims.size();
+  args.byte_strides = nullptr;  // dense, major-to-minor
+  args.num_byte_strides = 0;
+  // The buffer may alias `data`; the runtime promises never to write it (no
+  // donated output lands in it), so the memory is the caller's again exactly
+  // when done_with_host_buffer fires.
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableZeroCopy;
+  args.device = client.raw_device(device);
+  TPU_PJRT_CALL(client.api(), PJRT_Client_BufferFromHostBuffer, args,
+                "copying host data to device " + std::to_string(device));
+  auto self = client.shared_from_this();
+  auto buffer = std::make_shared<Buffer>(self, args.buffer);
+  if (args.done_with_host_buffer == nullptr) {
+    done();
+  } else {
+    Event(self, args.done_with_host_buffer).on_ready(std::move(done));
+  }
+  return buffer;
+}
+
+std::unique_ptr<Event> copy_raw_to_host(const Client& client, const Buffer& buf, void* dst,
+                                        int64_t offset, int64_t size) {
+  const PJRT_Api* api = client.api();
+  if (api->PJRT_Buffer_CopyRawToHost == nullptr) return nullptr;
+  TPU_PJRT_ARGS(PJRT_Buffer_CopyRawToHost_Args, args);
+  args.buffer = buf.raw();
+  args.dst = dst;
+  args.offset = offset;
+  args.transfer_size = size;
+  PJRT_Error* err = api->PJRT_Buffer_CopyRawToHost(&args);
+  if (err != nullptr) {
+    TPU_PJRT_ARGS(PJRT_Error_GetCode_Args, code);
+    code.error = err;
+    bool unimplemented = api->PJRT_Error_GetCode != nullptr &&
+                         api->PJRT_Error_GetCode(&code) == nullptr &&
+                         code.code == PJRT_Error_Code_UNIMPLEMENTED;
+    if (unimplemented) {
+      detail::destroy_error(api, err);
+      return nullptr;
+    }
+    check(api, err, "copying part of a buffer to host");
+  }
+  return std::make_unique<Event>(client.shared_from_this(), args.event);
+}
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,31 @@
+// Host <-> device transfers beyond the basic ones of pjrt.h: uploads that may
+// alias host memory instead of copying it, and partial device -> host copies.
+// Used by host-staged collectives (csrc/dist), where these copies are the cost.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "pjrt/pjrt.h"
+
+namespace tpu::pjrt {
+
+// Client::buffer_from_host without the copy where the plugin can alias host
+// memory (the CPU plugin, for 16-byte aligned dense data: kImmutableZeroCopy).
+// The caller keeps `data` alive and unchanged until `done` runs (on any
+// thread): once the buffer no longer needs it, which is when the buffer is
+// freed if it aliases `data`, at once if the plugin copied.
+std::shared_ptr<Buffer> buffer_from_host_zero_copy(const Client& client, const void* data,
+                                                   PJRT_Buffer_Type type,
+                                                   const std::vector<int64_t>& dims, int device,
+                                                   std::function<void()> done);
+
+// Starts copying `size` bytes from byte `offset` of `buf`'s dense contents into
+// `dst`; the event fires when done (and carries the producer's failure). Null
+// when the plugin has no partial copies (use Buffer::to_host then).
+std::unique_ptr<Event> copy_raw_to_host(const Client& client, const Buffer& buf, void* dst,
+                                        int64_t offset, int64_t size);
+
+}  // namespace tpu::pjrt
