@@ -215,7 +215,7 @@ def _drop_unclean(path, types):
     """Rewrites the table without the rows of `types` that did not pass cleanly, so that
     the next run does them again (after a fix)."""
     rows = read_table(path)
-    keep = [r for r in rows if r["model_type"] not in types or r["status"] == "skip"
+    keep = [r for r in rows if r["model_type"] not in types
             or (r["status"] == "pass" and not r["cpu_fallback_ops"])]
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -306,7 +306,7 @@ def main(argv=None):
     p.add_argument("--nice", type=int, default=0, help="niceness of the workers")
     p.add_argument("--max-per-worker", type=int, default=150, help="entries before a fresh worker")
     p.add_argument("--retry", action="store_true",
-                   help="run again the entries that did not pass cleanly (mismatch, error, CPU fallback)")
+                   help="run again the entries that did not pass cleanly (mismatch, error, skip, CPU fallback)")
     p.add_argument("--summary", help="also write the totals as markdown here")
     p.add_argument("--report-only", action="store_true", help="totals of an existing table, no run")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -5,6 +5,7 @@ The sweep driver (hf_coverage) decides which entries run where; this module only
 how to shrink a config, feed a model and compare one entry.
 """
 import copy
+import traceback
 
 # Generic shrinking: attribute -> small value, applied where the config has it.
 SMALL = {
@@ -201,7 +202,7 @@ def _grad_err(cpu_model, tpu_model, torch):
     largest CPU gradient (floored at 1e-3 of the model's largest, so that parameters
     with vanishing gradients do not dominate)."""
     pairs = [(p.grad, q.grad) for p, q in zip(cpu_model.parameters(), tpu_model.parameters())
-             if p.grad is not None]
+             if p.grad is not None and p.numel()]
     if not pairs:
         return 0.0
     top = max(g.abs().max().item() for g, _ in pairs) or 1e-6
@@ -260,6 +261,7 @@ def check_one(cls, cfg, mode, train, rtol, torch, torch_tpu):
     except EntryTimeout:
         raise
     except Exception as e:  # noqa: BLE001
+        traceback.print_exc()  # into the worker's log (--out's .log<k>), for whoever digs in
         return dict(row, status="error", fallback=_fallbacks_since(before, torch_tpu),
                     detail=f"tpu: {type(e).__name__}: {_first_line(e)}")
     fb = _fallbacks_since(before, torch_tpu)
