@@ -188,6 +188,8 @@ std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, b
   return {r[0], r[1]};
 }
 
+void register_bucketize();  // bucketize.cc (declared here, not in helpers.h: nothing else calls it)
+
 void register_all() {
   static bool done = false;
   if (done) return;
@@ -226,6 +228,7 @@ void register_all() {
   register_fft();
   register_grad_scaler();
   register_rnn_cells();
+  register_bucketize();
 }
 
 }  // namespace tpu::lower
