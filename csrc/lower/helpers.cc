@@ -188,7 +188,10 @@ std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, b
   return {r[0], r[1]};
 }
 
-void register_bucketize();  // bucketize.cc (declared here, not in helpers.h: nothing else calls it)
+// Declared here rather than in helpers.h (nothing else calls them, and every lowering
+// file includes helpers.h): bucketize.cc, weight_norm.cc.
+void register_bucketize();
+void register_weight_norm();
 
 void register_all() {
   static bool done = false;
@@ -229,6 +232,7 @@ void register_all() {
   register_grad_scaler();
   register_rnn_cells();
   register_bucketize();
+  register_weight_norm();
 }
 
 }  // namespace tpu::lower
