@@ -15,7 +15,8 @@
 
 namespace tpu::aten {
 
-void register_unique_kernels(torch::Library& m);  // unique_kernels.cc
+void register_unique_kernels(torch::Library& m);             // unique_kernels.cc
+void register_repeat_interleave_kernels(torch::Library& m);  // repeat_interleave_kernels.cc
 
 namespace {
 
@@ -62,6 +63,7 @@ void register_all_kernels() {
   register_batch_norm_kernel(*lib);
   register_data_dependent_kernels(*lib);
   register_unique_kernels(*lib);
+  register_repeat_interleave_kernels(*lib);
   register_sparse_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());
