@@ -22,6 +22,7 @@ def test_hf_coverage_reports_pass_and_writes_table(tmp_path, capsys):
     assert "architectures with no CPU fallback:                  2/2 = 100.0%" in text
 
 
+@pytest.mark.slow
 def test_resume_skips_done_entries_and_shards_split_the_work(tmp_path, capsys):
     rows, _ = _run(tmp_path, capsys, "--only", "gpt2", "--no-train")
     first = {(r["model_type"], r["head"]) for r in rows}
@@ -38,6 +39,7 @@ def test_resume_skips_done_entries_and_shards_split_the_work(tmp_path, capsys):
     assert all(r["status"] == "pass" for r in rows3), rows3
 
 
+@pytest.mark.slow
 def test_compiled_mode(tmp_path, capsys):
     rows, text = _run(tmp_path, capsys, "--only", "llama", "--mode", "compiled")
     causal = next(r for r in rows if r["head"] == "causal_lm")
