@@ -82,7 +82,10 @@ def shrink(cfg, model_type):
     if isinstance(stages, list) and stages:
         # a convolutional pyramid: narrow stages of one block each; its patch (stem) size and
         # image size stay as they are related (four stride-2 stages need the default image)
-        _set(cfg, "hidden_sizes", [8 * (i + 1) for i in range(len(stages))])
+        # (with group norms, as BiT's: a bottleneck's quarter width still splits into the groups)
+        groups = _get(cfg, "num_groups")
+        width = 4 * groups if isinstance(groups, int) and groups > 1 else 32
+        _set(cfg, "hidden_sizes", [width * (i + 1) for i in range(len(stages))])
         if isinstance(_get(cfg, "depths"), list):
             _set(cfg, "depths", [1] * len(cfg.depths))
         small = {k: v for k, v in small.items() if k not in ("patch_size", "image_size", "hidden_size")}
