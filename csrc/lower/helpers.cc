@@ -189,9 +189,10 @@ std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, b
 }
 
 // Declared here rather than in helpers.h (nothing else calls them, and every lowering
-// file includes helpers.h): bucketize.cc, weight_norm.cc.
+// file includes helpers.h): bucketize.cc, weight_norm.cc, upsample_linear1d.cc.
 void register_bucketize();
 void register_weight_norm();
+void register_upsample_linear1d();
 
 void register_all() {
   static bool done = false;
@@ -233,6 +234,7 @@ void register_all() {
   register_rnn_cells();
   register_bucketize();
   register_weight_norm();
+  register_upsample_linear1d();
 }
 
 }  // namespace tpu::lower
