@@ -129,7 +129,13 @@ def make_inputs(model, cfg, torch):
         vc = getattr(cfg, "vision_config", cfg)
         size = getattr(vc, "image_size", 32)
         size = size if isinstance(size, int) else size[0]
-        return {"pixel_values": torch.randn(2, getattr(vc, "num_channels", 3), size, size, generator=g)}
+        feed = {"pixel_values": torch.randn(2, getattr(vc, "num_channels", 3), size, size, generator=g)}
+        patch = getattr(vc, "patch_size", None)
+        import inspect
+        if "noise" in inspect.signature(model.forward).parameters and isinstance(patch, int):
+            # ViT-MAE masks patches by random noise: drawn here, the same on both sides
+            feed["noise"] = torch.rand(2, (size // patch) ** 2, generator=g)
+        return feed
     if name == "input_values":  # raw audio (wav2vec2 family): a short waveform
         return {"input_values": torch.randn(2, 1600, generator=g)}
     if name != "input_ids":
