@@ -15,6 +15,9 @@
 
 namespace tpu::aten {
 
+void register_unique_kernels(torch::Library& m);             // unique_kernels.cc
+void register_repeat_interleave_kernels(torch::Library& m);  // repeat_interleave_kernels.cc
+
 namespace {
 
 // Ops run on the CPU: warn once per op, count every call (torch_tpu.debug.metrics()),
@@ -59,6 +62,8 @@ void register_all_kernels() {
   register_copy_kernels(*lib);
   register_batch_norm_kernel(*lib);
   register_data_dependent_kernels(*lib);
+  register_unique_kernels(*lib);
+  register_repeat_interleave_kernels(*lib);
   register_sparse_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());

@@ -188,6 +188,12 @@ std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, b
   return {r[0], r[1]};
 }
 
+// Declared here rather than in helpers.h (nothing else calls them, and every lowering
+// file includes helpers.h): bucketize.cc, weight_norm.cc, upsample_linear1d.cc.
+void register_bucketize();
+void register_weight_norm();
+void register_upsample_linear1d();
+
 void register_all() {
   static bool done = false;
   if (done) return;
@@ -226,6 +232,9 @@ void register_all() {
   register_fft();
   register_grad_scaler();
   register_rnn_cells();
+  register_bucketize();
+  register_weight_norm();
+  register_upsample_linear1d();
 }
 
 }  // namespace tpu::lower

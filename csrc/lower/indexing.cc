@@ -196,7 +196,11 @@ std::vector<Value> index(Ctx& c) {
     out.push_back(self.dims()[d]);
     g.offset_dims.push_back(static_cast<int64_t>(g.offset_dims.size()) + nb);
   }
-  Value r = b.gather(xt, a.idx, g, slice, {self.elem(), out});
+  bool empty_source = false;  // a gather cannot slice a zero-size dim: nothing to read, the
+  for (int64_t d : a.positions) empty_source |= self.dims()[d] == 0;  // index is empty (or checked)
+  hlo::TensorType rt{self.elem(), out};
+  bool fp = hlo::is_float(rt.elem) || hlo::is_complex(rt.elem);
+  Value r = !empty_source ? b.gather(xt, a.idx, g, slice, rt) : fp ? b.splat_f(0, rt) : b.splat_i(0, rt);
   return {b.transpose(r, result_perm(a))};
 }
 

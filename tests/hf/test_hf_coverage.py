@@ -1,25 +1,73 @@
 """python -m torch_tpu.tools.hf_coverage: shrunk configs, every task head, forward and
-backward on tpu vs the CPU, a table file and totals."""
+backward on tpu vs the CPU in worker processes, a resumable table file and totals."""
 import pytest
 
 from torch_tpu.tools import hf_coverage
 
 
-def _run(tmp_path, capsys, *argv):
-    out = tmp_path / "table.tsv"
+def _run(tmp_path, capsys, *argv, name="table.tsv"):
+    out = tmp_path / name
     assert hf_coverage.main([*argv, "--out", str(out)]) == 0
-    rows = [line.split("\t") for line in out.read_text().splitlines()[1:]]
-    return rows, capsys.readouterr().out
+    return hf_coverage.read_table(str(out)), capsys.readouterr().out
 
 
 def test_hf_coverage_reports_pass_and_writes_table(tmp_path, capsys):
     rows, text = _run(tmp_path, capsys, "--only", "llama", "bert")
-    by_head = {(r[0], r[1]): r[2] for r in rows}
-    assert by_head[("llama", "causal_lm")] == "pass"
-    assert by_head[("bert", "masked_lm")] == "pass"
-    assert by_head[("llama", "seq_cls")] == "pass"
-    assert "match the CPU (every head): 2/2 = 100.0%" in text
-    assert "no CPU fallback:            2/2 = 100.0%" in text
+    by_head = {(r["model_type"], r["head"]): r for r in rows}
+    for key in [("llama", "causal_lm"), ("bert", "masked_lm"), ("llama", "seq_cls")]:
+        assert by_head[key]["status"] == "pass", by_head[key]
+        assert float(by_head[key]["grad_err"]) <= 1e-2  # the training step's gradients match too
+        assert by_head[key]["cpu_fallback_ops"] == ""
+    assert "architectures matching the CPU (every buildable head): 2/2 = 100.0%" in text
+    assert "architectures with no CPU fallback:                  2/2 = 100.0%" in text
+
+
+@pytest.mark.slow
+def test_resume_skips_done_entries_and_shards_split_the_work(tmp_path, capsys):
+    rows, _ = _run(tmp_path, capsys, "--only", "gpt2", "--no-train")
+    first = {(r["model_type"], r["head"]) for r in rows}
+    assert ("gpt2", "causal_lm") in first
+    # Same command again: nothing left to do, the table is unchanged (no duplicate rows).
+    rows2, text = _run(tmp_path, capsys, "--only", "gpt2", "--no-train")
+    assert len(rows2) == len(rows)
+    # Two jobs over two model types: each shard takes one, every entry appears once.
+    rows3, _ = _run(tmp_path, capsys, "--only", "gpt2", "opt", "--no-train", "--jobs", "2",
+                    name="two.tsv")
+    keys = [(r["model_type"], r["head"]) for r in rows3]
+    assert len(keys) == len(set(keys))
+    assert {k[0] for k in keys} == {"gpt2", "opt"}
+    assert all(r["status"] == "pass" for r in rows3), rows3
+
+
+@pytest.mark.slow
+def test_compiled_mode(tmp_path, capsys):
+    rows, text = _run(tmp_path, capsys, "--only", "llama", "--mode", "compiled")
+    causal = next(r for r in rows if r["head"] == "causal_lm")
+    assert causal["status"] == "pass", causal
+    assert float(causal["grad_err"]) <= 1e-2
+    assert "hf_coverage (compiled" in text
+
+
+def test_report_only_writes_markdown_summary(tmp_path, capsys):
+    table = tmp_path / "t.tsv"
+    cols = hf_coverage.COLUMNS
+    lines = ["\t".join(cols),
+             "a\tbase\tpass\t1e-07\t1e-06\t1.0\t\t",
+             "a\tcausal_lm\tmismatch\t5e-02\t1e-06\t1.0\t\t",
+             "b\tbase\tpass\t1e-07\t1e-06\t1.0\taten::histc\t",
+             "c\tbase\tskip\t\t\t0.1\t\tcpu: ValueError: no",
+             "d\tbase\terror\t\t\t\t\tcrashed: worker exit -11 (signal 11)"]
+    table.write_text("\n".join(lines) + "\n")
+    md = tmp_path / "s.md"
+    assert hf_coverage.main(["--report-only", "--out", str(table), "--summary", str(md)]) == 0
+    text = capsys.readouterr().out
+    # a fails (one head mismatches), b passes with a fallback, c is not buildable, d errors.
+    assert "4 model types, 3 buildable on the CPU" in text
+    assert "architectures matching the CPU (every buildable head): 1/3 = 33.3%" in text
+    assert "architectures with no CPU fallback:                  1/3 = 33.3%" in text
+    assert "aten::histc 1; 1" in text
+    assert "d/base: error crashed" in text
+    assert md.read_text().startswith("# hf_coverage: strict_eager")
 
 
 def test_shrink_makes_configs_small():
@@ -32,5 +80,5 @@ def test_shrink_makes_configs_small():
 def test_hf_coverage_ci_subset(tmp_path, capsys):
     """The fixed CI subset of about 20 architectures: each matches the CPU."""
     rows, text = _run(tmp_path, capsys, "--subset", "ci")
-    bad = [r for r in rows if r[2] in ("mismatch", "error")]
+    bad = [r for r in rows if r["status"] in ("mismatch", "error")]
     assert not bad, bad

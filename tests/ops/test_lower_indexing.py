@@ -120,3 +120,11 @@ def test_embedding():
 def test_one_hot():
     t = torch.tensor([0, 3, 1, 3])
     check(lambda t: F.one_hot(t, 5), t, grad=False)
+
+
+def test_index_into_zero_size_dim_with_empty_index():
+    """ViLT's embeddings index a [0, 2] tensor with an empty index: an empty result, not a
+    gather that cannot slice the zero-size dim."""
+    check(lambda a: a[torch.tensor([], dtype=torch.long, device=a.device)],
+          torch.zeros(0, 2, dtype=torch.long), grad=False)
+    check(lambda a: a[torch.tensor([], dtype=torch.long, device=a.device), 1], torch.zeros(0, 3))

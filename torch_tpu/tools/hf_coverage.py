@@ -1,250 +1,347 @@
 """Which Transformers architectures run on tpu, and do they match the CPU?
 
-    python -m torch_tpu.tools.hf_coverage                     # every model type, Strict Eager
-    python -m torch_tpu.tools.hf_coverage --subset ci         # the ~20 CI architectures
+    python -m torch_tpu.tools.hf_coverage                       # every model type, Strict Eager
+    python -m torch_tpu.tools.hf_coverage --subset ci           # the ~20 CI architectures
     python -m torch_tpu.tools.hf_coverage --only llama bert --mode defer_and_fuse
-    python -m torch_tpu.tools.hf_coverage --out table.tsv --no-train
+    python -m torch_tpu.tools.hf_coverage --mode compiled --jobs 2 --nice 15 --out compiled.tsv
+    python -m torch_tpu.tools.hf_coverage --report-only --out strict_eager.tsv --summary s.md
 
-For every model type in Transformers' config registry: build the default config,
-shrink it (one generic shrinker: few layers, small widths, small vocabulary, applied to
-nested text/vision/audio configs too; per-architecture overrides only where needed),
-instantiate each available task head (base model, causal LM, masked LM, seq2seq,
-sequence classification, image classification), run the forward pass on the CPU and
-on tpu from the same weights, and (unless --no-train) one backward pass. Each
-(architecture, head) is reported as
-  pass      outputs within --rtol (relative to the CPU output's largest magnitude)
-  mismatch  the largest error, relative
-  error     the exception (building, inputs, CPU run, or tpu run)
-  skip      the model could not be built or fed on the CPU (not a tpu problem)
-with the ops that fell back to the CPU. The full table goes to --out (TSV), totals
-and the top fallback ops to stdout.
+For every model type in Transformers' config registry and every task head it has (base
+model, causal LM, masked LM, seq2seq, sequence classification, image classification),
+one entry (see hf_entry): a shrunk config, forward on the CPU and on tpu from the same
+weights, and (unless --no-train) one backward pass whose gradients are compared too.
+Modes: strict_eager, defer_and_fuse, compiled (torch.compile(backend="tpu") of the
+forward and backward, the rest in Strict Eager).
+
+Each entry is one row of --out (TSV): status pass / mismatch (largest error, relative to
+the CPU output's largest magnitude) / error (the tpu side raised, crashed or hung) / skip
+(the CPU side could not build, feed or run it: not buildable, not counted), the
+gradient error, seconds, and the ops that fell back to the CPU.
+
+Running a sweep: entries run in worker processes (--jobs of them, each one shard of the
+model types), so that a crash or a hang costs one entry, not the sweep: the driver
+records it and restarts the worker, which skips the entries already in the table. Rows
+are appended as they finish, so a sweep can be read while it runs and resumed after an
+interruption by running the same command again (--fresh starts over). Totals per
+architecture (an architecture passes when every buildable head passes) and per entry go
+to stdout, and with --summary to a markdown file.
 """
 import argparse
 import collections
-import copy
+import os
 import signal
+import subprocess
 import sys
 import time
-import traceback
+
+from .hf_entry import HEADS, MODES, EntryTimeout, check_one, shrink  # noqa: F401 - shrink is API
 
 CI_SUBSET = ["albert", "bart", "bert", "distilbert", "electra", "falcon", "gemma", "gpt2",
              "gpt_neo", "llama", "mistral", "mixtral", "opt", "phi", "qwen2", "qwen2_moe",
              "qwen3", "roberta", "t5", "vit"]
-
-# Generic shrinking: attribute -> small value, applied where the config has it.
-_SMALL = {
-    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "n_layers": 2, "encoder_layers": 2,
-    "decoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
-    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32,
-    "intermediate_size": 64, "d_ff": 64, "ffn_dim": 64, "encoder_ffn_dim": 64,
-    "decoder_ffn_dim": 64, "n_inner": 64, "hidden_dim": 64,
-    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4,
-    "encoder_attention_heads": 4, "decoder_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 8, "d_kv": 8,
-    "vocab_size": 99, "max_position_embeddings": 128, "n_positions": 128,
-    "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
-    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
-    "image_size": 32, "patch_size": 8, "num_channels": 3,
-}
-# Per-architecture overrides (only where the generic values do not build).
-_OVERRIDES = {
-    "t5": {"num_heads": 4, "d_kv": 8},
-}
-_NESTED = ("text_config", "vision_config", "audio_config", "encoder", "decoder")
-_HEADS = [
-    ("base", "MODEL_MAPPING_NAMES"),
-    ("causal_lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
-    ("masked_lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
-    ("seq2seq_lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
-    ("seq_cls", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
-    ("image_cls", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
-]
+COLUMNS = ["model_type", "head", "status", "logits_err", "grad_err", "seconds",
+           "cpu_fallback_ops", "detail"]
+_RECYCLE = 75  # a worker's exit code for "did its share of entries, start a fresh one"
 
 
-def shrink(cfg, model_type):
-    """A small copy of `cfg`: every known size attribute it has set to a small value."""
-    small = dict(_SMALL, **_OVERRIDES.get(model_type, {}))
-    for key, value in small.items():
-        if hasattr(cfg, key) and isinstance(getattr(cfg, key), int) and not isinstance(getattr(cfg, key), bool):
-            try:
-                setattr(cfg, key, min(getattr(cfg, key), value) if key == "num_experts_per_tok" else value)
-            except Exception:  # noqa: BLE001 - read-only or validated attributes stay as they are
-                pass
-    for name in _NESTED:
-        sub = getattr(cfg, name, None)
-        if sub is not None and hasattr(sub, "to_dict"):
-            shrink(sub, model_type)
-    if hasattr(cfg, "pad_token_id") and getattr(cfg, "pad_token_id", None) is None:
-        cfg.pad_token_id = 0  # sequence classification of a batch needs a pad token
-    for key in ("layer_types", "block_types"):  # per-layer lists must match the layer count
-        v = getattr(cfg, key, None)
-        if isinstance(v, list) and v:
-            setattr(cfg, key, v[:getattr(cfg, "num_hidden_layers", len(v))])
-    return cfg
+def _clean(x):
+    return str(x).replace("\t", " ").replace("\n", " ")
 
 
-def _inputs(model, cfg, torch):
-    g = torch.Generator().manual_seed(0)
-    name = getattr(model, "main_input_name", "input_ids")
-    if name == "pixel_values":
-        vc = getattr(cfg, "vision_config", cfg)
-        size = getattr(vc, "image_size", 32)
-        size = size if isinstance(size, int) else size[0]
-        return {"pixel_values": torch.randn(2, getattr(vc, "num_channels", 3), size, size, generator=g)}
-    if name != "input_ids":
-        raise ValueError(f"no generic inputs for main input {name!r}")
-    vocab = getattr(getattr(cfg, "text_config", cfg), "vocab_size", 99) or 99
-    ids = torch.randint(3, min(vocab, 99), (2, 8), generator=g)
-    feed = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if getattr(cfg, "is_encoder_decoder", False):
-        feed["decoder_input_ids"] = ids[:, :6].clone()
-    return feed
+def _append(fd, fields):
+    os.write(fd, ("\t".join(_clean(f) for f in fields) + "\n").encode())  # one write: atomic append
 
 
-def _first_float(out, torch):
-    for k in ("logits", "last_hidden_state", "prediction_logits"):
-        v = getattr(out, k, None) if not isinstance(out, dict) else out.get(k)
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
-            return v
-    vals = out.values() if isinstance(out, dict) else (out.to_tuple() if hasattr(out, "to_tuple") else out)
-    for v in vals:
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
-            return v
-    raise ValueError("the model returned no floating-point tensor")
+def read_table(path):
+    """The rows of a table file as dicts (a missing file is an empty table)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = f.read().splitlines()
+    if not lines:
+        return []
+    cols = lines[0].split("\t")
+    return [dict(zip(cols, line.split("\t"))) for line in lines[1:] if line.strip()]
 
 
-class _Timeout(Exception):
-    pass
+def _types(args):
+    from transformers.models.auto import configuration_auto
+    types = args.only or (CI_SUBSET if args.subset == "ci" else sorted(configuration_auto.CONFIG_MAPPING_NAMES))
+    return types[:args.limit] if args.limit else types
 
 
-def _alarm(signum, frame):
-    raise _Timeout("timed out")
+def _entries(model_type, transformers, modeling_auto):
+    for head, mapping in HEADS:
+        cls_name = getattr(modeling_auto, mapping).get(model_type)
+        if cls_name and isinstance(cls_name, str) and hasattr(transformers, cls_name):
+            yield head, cls_name
 
 
-def check_one(model_type, head, cls, cfg, train, rtol, torch, torch_tpu):
-    """One (architecture, head): returns (status, detail, fallback ops)."""
-    try:
-        torch.manual_seed(0)
-        model = cls(cfg).eval()
-        feed = _inputs(model, cfg, torch)
-        ref_out = model(**feed)
-        ref = _first_float(ref_out, torch)
-        if train:
-            ref.float().square().mean().backward()
-    except _Timeout:
-        raise
-    except Exception as e:  # noqa: BLE001
-        return "skip", f"cpu: {type(e).__name__}: {str(e)[:160]}", {}
-    before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
-    try:
-        tpu_model = copy.deepcopy(model).to("tpu")
-        tpu_model.zero_grad(set_to_none=True)
-        out = _first_float(tpu_model(**{k: v.to("tpu") for k, v in feed.items()}), torch)
-        if train:
-            out.float().square().mean().backward()
-        got = out.detach().float().cpu()
-        torch.tpu.synchronize()
-    except _Timeout:
-        raise
-    except Exception as e:  # noqa: BLE001
-        after = torch_tpu.debug.metrics()["cpu_fallback_counts"]
-        fb = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-        return "error", f"tpu: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", fb
-    after = torch_tpu.debug.metrics()["cpu_fallback_counts"]
-    fb = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    want = ref.detach().float()
-    if got.shape != want.shape:
-        return "mismatch", f"shape {tuple(got.shape)} vs {tuple(want.shape)}", fb
-    scale = max(want.abs().max().item(), 1e-6)
-    err = (got - want).abs().max().item() / scale
-    if err != err:  # NaN
-        same_nan = torch.equal(torch.isnan(got), torch.isnan(want))
-        return ("pass" if same_nan else "mismatch"), f"rel err {err}", fb
-    return ("pass" if err <= rtol else "mismatch"), f"rel err {err:.2e}", fb
+# ---------------------------------------------------------------- the worker
+
+def _worker(args):
+    """Runs this shard's entries that are not in the table yet, appending a row each."""
+    if args.nice:
+        os.nice(args.nice)
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch_tpu
+    import transformers
+    from transformers.models.auto import configuration_auto, modeling_auto
+    transformers.logging.set_verbosity_error()
+
+    torch_tpu.set_execution_mode("defer_and_fuse" if args.mode == "defer_and_fuse" else "strict_eager")
+    k, n = args.shard
+    done = {(r["model_type"], r["head"]) for r in read_table(args.out)}
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def alarm(signum, frame):
+        raise EntryTimeout(f"timed out after {args.timeout}s")
+    signal.signal(signal.SIGALRM, alarm)
+    ran = 0
+    for mt in _types(args)[k::n]:
+        todo = [(h, c) for h, c in _entries(mt, transformers, modeling_auto) if (mt, h) not in done]
+        if not todo:
+            continue
+        if args.max_per_worker and ran >= args.max_per_worker:
+            return _RECYCLE  # bounded memory: the driver starts a fresh worker for the rest
+        try:
+            cfg = shrink(configuration_auto.CONFIG_MAPPING[mt](), mt)
+            cfg_err = None
+        except Exception as e:  # noqa: BLE001
+            cfg_err = f"config: {type(e).__name__}: {str(e)[:160]}"
+        for head, cls_name in todo:
+            with open(args.current, "w") as cur:  # the driver blames this entry if we die
+                cur.write(f"{mt}\t{head}\n")
+            t0 = time.time()
+            if cfg_err:
+                row = {"status": "skip", "logits_err": "", "grad_err": "", "fallback": {}, "detail": cfg_err}
+            else:
+                import copy
+                signal.alarm(args.timeout)
+                try:
+                    row = check_one(getattr(transformers, cls_name), copy.deepcopy(cfg), args.mode,
+                                    not args.no_train, args.rtol, torch, torch_tpu)
+                except EntryTimeout as e:
+                    row = {"status": "error", "logits_err": "", "grad_err": "", "fallback": {},
+                           "detail": str(e)}
+                except Exception as e:  # noqa: BLE001
+                    row = {"status": "error", "logits_err": "", "grad_err": "", "fallback": {},
+                           "detail": f"{type(e).__name__}: {str(e)[:160]}"}
+                finally:
+                    signal.alarm(0)
+            _append(fd, [mt, head, row["status"], row["logits_err"], row["grad_err"],
+                         f"{time.time() - t0:.1f}", ",".join(sorted(row["fallback"])), row["detail"]])
+            ran += 1
+            print(f"[shard {k}/{n}] {mt}/{head}: {row['status']} {row['logits_err']} "
+                  f"{time.time() - t0:.1f}s", file=sys.stderr, flush=True)
+    os.close(fd)
+    if os.path.exists(args.current):
+        os.remove(args.current)
+    return 0
+
+
+# ---------------------------------------------------------------- the driver
+
+def _worker_argv(args, k, n):
+    argv = [sys.executable, "-m", "torch_tpu.tools.hf_coverage", "--worker", "--shard", f"{k}/{n}",
+            "--mode", args.mode, "--out", args.out, "--rtol", str(args.rtol),
+            "--timeout", str(args.timeout), "--nice", str(args.nice),
+            "--max-per-worker", str(args.max_per_worker)]
+    if args.no_train:
+        argv.append("--no-train")
+    if args.limit:
+        argv += ["--limit", str(args.limit)]
+    if args.only:
+        argv += ["--only", *args.only]
+    else:
+        argv += ["--subset", args.subset]
+    return argv
+
+
+def _run_shards(args):
+    """Keeps one worker per shard running until every shard is through; a worker that
+    crashes or hangs has its current entry recorded as an error and is restarted."""
+    n = args.jobs
+    procs = {}
+    hang_after = args.timeout + 120  # past the in-process alarm: stuck outside Python
+
+    def start(k):
+        cur = f"{args.out}.cur{k}"
+        if os.path.exists(cur):
+            os.remove(cur)
+        log = open(f"{args.out}.log{k}", "a")
+        procs[k] = (subprocess.Popen(_worker_argv(args, k, n) + ["--current", cur],
+                                     stdout=log, stderr=log, start_new_session=True), cur, time.time())
+
+    def blame(k, what):
+        cur = procs[k][1]
+        if not os.path.exists(cur):
+            return
+        with open(cur) as f:
+            mt, head = (f.read().strip().split("\t") + ["", ""])[:2]
+        os.remove(cur)
+        if mt and (mt, head) not in {(r["model_type"], r["head"]) for r in read_table(args.out)}:
+            fd = os.open(args.out, os.O_WRONLY | os.O_APPEND)
+            _append(fd, [mt, head, "error", "", "", "", "", what])
+            os.close(fd)
+
+    for k in range(n):
+        start(k)
+    while procs:
+        time.sleep(1)
+        for k in list(procs):
+            proc, cur, started = procs[k]
+            rc = proc.poll()
+            if rc is None:
+                since = os.path.getmtime(cur) if os.path.exists(cur) else started
+                if time.time() - max(since, started) > hang_after:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    blame(k, f"hung: killed after {hang_after}s")
+                    start(k)
+                continue
+            if rc == 0:
+                del procs[k]
+            elif rc == _RECYCLE:
+                start(k)
+            else:
+                blame(k, f"crashed: worker exit {rc}" + (f" (signal {-rc})" if rc < 0 else ""))
+                start(k)
+
+
+def _drop_unclean(path, types):
+    """Rewrites the table without the rows of `types` that did not pass cleanly, so that
+    the next run does them again (after a fix)."""
+    rows = read_table(path)
+    keep = [r for r in rows if r["model_type"] not in types
+            or (r["status"] == "pass" and not r["cpu_fallback_ops"])]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\t".join(COLUMNS) + "\n")
+        for r in keep:
+            f.write("\t".join(_clean(r.get(c, "")) for c in COLUMNS) + "\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- totals
+
+def summarize(rows):
+    """Per-architecture and per-entry totals from table rows."""
+    arch = collections.OrderedDict()
+    for r in rows:
+        arch.setdefault(r["model_type"], []).append(r)
+    rank = {"pass": 0, "mismatch": 1, "error": 2}
+    per_arch = {}
+    for mt, rs in arch.items():
+        built = [r for r in rs if r["status"] in rank]
+        if not built:
+            continue
+        worst = max((r["status"] for r in built), key=rank.get)
+        clean = all(r["status"] in ("pass", "mismatch") and not r["cpu_fallback_ops"] for r in built)
+        per_arch[mt] = (worst, clean, built)
+    fb = collections.Counter()
+    fb_arch = collections.defaultdict(set)
+    for r in rows:
+        for op in filter(None, r.get("cpu_fallback_ops", "").split(",")):
+            fb[op] += 1
+            fb_arch[op].add(r["model_type"])
+    statuses = collections.Counter(r["status"] for r in rows)
+    skips = collections.Counter(r["detail"].split(":")[0] for r in rows if r["status"] == "skip")
+    return {
+        "types": len(arch), "per_arch": per_arch, "entries": statuses, "skip_reasons": skips,
+        "fallback": fb, "fallback_arch": fb_arch,
+        "grad_ok": sum(1 for r in rows if r["status"] == "pass" and r["grad_err"] not in ("",)
+                       and float(r["grad_err"]) <= 1e-2),
+        "grad_run": sum(1 for r in rows if r["status"] == "pass" and r["grad_err"] not in ("",)),
+        "entry_clean": sum(1 for r in rows if r["status"] in ("pass", "mismatch") and not r["cpu_fallback_ops"]),
+    }
+
+
+def _pct(a, b):
+    return f"{a}/{b} = {100 * a / b:.1f}%" if b else f"{a}/0"
+
+
+def report_lines(s, mode, train, rtol, markdown=False):
+    pa = s["per_arch"]
+    n = len(pa)
+    passed = sum(1 for w, _, _ in pa.values() if w == "pass")
+    clean = sum(1 for _, c, _ in pa.values() if c)
+    e = s["entries"]
+    built = e["pass"] + e["mismatch"] + e["error"]
+    b = "- " if markdown else "  "
+    out = [f"hf_coverage ({mode}, {'forward+backward' if train else 'forward'}, rtol {rtol}): "
+           f"{s['types']} model types, {n} buildable on the CPU",
+           f"{b}architectures matching the CPU (every buildable head): {_pct(passed, n)}",
+           f"{b}architectures with no CPU fallback:                  {_pct(clean, n)}",
+           f"{b}entries (architecture, head): {sum(e.values())}: {built} buildable, {e['pass']} pass, "
+           f"{e['mismatch']} mismatch, {e['error']} error, {e['skip']} skip",
+           f"{b}entries matching the CPU: {_pct(e['pass'], built)}; with no CPU fallback: "
+           f"{_pct(s['entry_clean'], built)}; passing with gradients within 1e-2: {_pct(s['grad_ok'], s['grad_run'])}",
+           f"{b}skipped entries by reason: " + ", ".join(f"{k} {v}" for k, v in s["skip_reasons"].most_common())]
+    out.append(f"{b}top fallback ops (entries; architectures): " + ", ".join(
+        f"{op} {c}; {len(s['fallback_arch'][op])}" for op, c in s["fallback"].most_common(20)))
+    failing = [(mt, r) for mt, (w, _, rs) in pa.items() if w != "pass" for r in rs if r["status"] != "pass"]
+    out.append(f"{b}failing architectures: {n - passed} ({len(failing)} heads)")
+    for mt, r in failing:
+        detail = r["detail"] or f"rel err {r['logits_err']}"
+        out.append(f"    {mt}/{r['head']}: {r['status']} {detail}"
+                   + (f" [fallback: {r['cpu_fallback_ops']}]" if r["cpu_fallback_ops"] else ""))
+    return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Transformers architectures on tpu vs the CPU")
-    p.add_argument("--mode", default="strict_eager", choices=["strict_eager", "defer_and_fuse"])
+    p.add_argument("--mode", default="strict_eager", choices=MODES)
     p.add_argument("--subset", choices=["all", "ci"], default="all")
     p.add_argument("--only", nargs="*", help="model types to run (default: the subset)")
     p.add_argument("--limit", type=int, default=0, help="at most this many model types")
-    p.add_argument("--out", default="hf_coverage.tsv")
+    p.add_argument("--out", default=None, help="table file (default hf_coverage_<mode>.tsv)")
+    p.add_argument("--fresh", action="store_true", help="start the table over instead of resuming it")
     p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--timeout", type=int, default=180, help="seconds per architecture and head")
+    p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
     p.add_argument("--no-train", action="store_true", help="forward only")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (shards of the model types)")
+    p.add_argument("--nice", type=int, default=0, help="niceness of the workers")
+    p.add_argument("--max-per-worker", type=int, default=150, help="entries before a fresh worker")
+    p.add_argument("--retry", action="store_true",
+                   help="run again the entries that did not pass cleanly (mismatch, error, skip, CPU fallback)")
+    p.add_argument("--summary", help="also write the totals as markdown here")
+    p.add_argument("--report-only", action="store_true", help="totals of an existing table, no run")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)
+    p.add_argument("--current", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.out = args.out or f"hf_coverage_{args.mode}.tsv"
+    k, n = (int(x) for x in args.shard.split("/"))
+    args.shard = (k, n)
+    if args.worker:
+        args.current = args.current or f"{args.out}.cur{k}"
+        return _worker(args)
 
-    import torch
-    import torch_tpu
-    import transformers  # noqa: F401
-    from transformers.models.auto import configuration_auto, modeling_auto
-    transformers.logging.set_verbosity_error()
-    import warnings
-    warnings.filterwarnings("ignore")
-
-    torch_tpu.set_execution_mode(args.mode)
-    types = args.only or (CI_SUBSET if args.subset == "ci" else sorted(configuration_auto.CONFIG_MAPPING_NAMES))
-    if args.limit:
-        types = types[:args.limit]
-    signal.signal(signal.SIGALRM, _alarm)
-    table = open(args.out, "w")  # written as it goes: a long sweep can be read while it runs
-    table.write("model_type\thead\tstatus\tdetail\tcpu_fallback_ops\n")
-    rows, fallback_ops = [], collections.Counter()
-    arch_status = {}
-    start = time.time()
-    for i, mt in enumerate(types):
-        try:
-            cfg = shrink(configuration_auto.CONFIG_MAPPING[mt](), mt)
-        except Exception as e:  # noqa: BLE001
-            rows.append((mt, "-", "skip", f"config: {type(e).__name__}: {str(e)[:120]}", ""))
-            continue
-        for head, mapping in _HEADS:
-            cls_name = getattr(modeling_auto, mapping).get(mt)
-            if not cls_name or not isinstance(cls_name, str) or not hasattr(transformers, cls_name):
-                continue
-            signal.alarm(args.timeout)
-            try:
-                status, detail, fb = check_one(mt, head, getattr(transformers, cls_name),
-                                               copy.deepcopy(cfg), not args.no_train, args.rtol,
-                                               torch, torch_tpu)
-            except _Timeout:
-                status, detail, fb = "error", f"timed out after {args.timeout}s", {}
-            except Exception as e:  # noqa: BLE001
-                status, detail, fb = "error", f"{type(e).__name__}: {str(e)[:160]}", {}
-            finally:
-                signal.alarm(0)
-            fallback_ops.update(fb.keys())
-            rows.append((mt, head, status, detail, ",".join(sorted(fb))))
-            prev = arch_status.get(mt)
-            if status != "skip":
-                rank = {"pass": 0, "mismatch": 1, "error": 2}
-                fb_any = bool(fb) or (prev and prev[1])
-                worst = status if prev is None or rank[status] > rank[prev[0]] else prev[0]
-                arch_status[mt] = (worst, fb_any)
-        for r in rows:
-            if r[0] == mt:
-                table.write("\t".join(str(x).replace("\t", " ").replace("\n", " ") for x in r) + "\n")
-        table.flush()
-        print(f"[{i + 1}/{len(types)}] {mt}: " + ", ".join(
-            f"{r[1]}={r[2]}" for r in rows if r[0] == mt), file=sys.stderr, flush=True)
-    table.close()
-    n = len(arch_status)
-    passed = sum(1 for s, _ in arch_status.values() if s == "pass")
-    clean = sum(1 for _, fb in arch_status.values() if not fb)
-    print(f"hf_coverage ({args.mode}, {'forward+backward' if not args.no_train else 'forward'}, "
-          f"rtol {args.rtol}): {len(types)} model types, {n} buildable on the CPU; "
-          f"{time.time() - start:.0f}s")
-    if n:
-        print(f"  match the CPU (every head): {passed}/{n} = {100 * passed / n:.1f}%")
-        print(f"  no CPU fallback:            {clean}/{n} = {100 * clean / n:.1f}%")
-    print("  top fallback ops (architecture-heads using them): " +
-          ", ".join(f"{op} {c}" for op, c in fallback_ops.most_common(15)))
-    failing = [r for r in rows if r[2] in ("mismatch", "error")]
-    print(f"  failing heads: {len(failing)}")
-    for r in failing[:40]:
-        print(f"    {r[0]}/{r[1]}: {r[2]} {r[3]}")
-    print(f"full table: {args.out}")
+    t0 = time.time()
+    if not args.report_only:
+        if args.jobs < 1:
+            p.error("--jobs must be at least 1")
+        if args.fresh or not os.path.exists(args.out) or os.path.getsize(args.out) == 0:
+            with open(args.out, "w") as f:
+                f.write("\t".join(COLUMNS) + "\n")
+        if args.retry:
+            _drop_unclean(args.out, set(_types(args)))
+        _run_shards(args)
+    rows = read_table(args.out)
+    if not args.report_only:  # totals of the entries this command asked for
+        wanted = set(_types(args))
+        rows = [r for r in rows if r["model_type"] in wanted]
+    lines = report_lines(summarize(rows), args.mode, not args.no_train, args.rtol)
+    print("\n".join(lines))
+    if not args.report_only:
+        print(f"  {time.time() - t0:.0f}s; full table: {args.out}")
+    if args.summary:
+        with open(args.summary, "w") as f:
+            f.write(f"# hf_coverage: {args.mode}\n\n" + "\n".join(
+                report_lines(summarize(rows), args.mode, not args.no_train, args.rtol, markdown=True)) + "\n")
     return 0
 
 
