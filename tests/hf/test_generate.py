@@ -131,3 +131,11 @@ def test_compiled_static_cache_sampling_is_reproducible(models):
     greedy = _generate(cpu, "cpu", do_sample=False)
     assert torch.equal(_generate(tpu, "tpu", do_sample=True, top_k=1,
                                  cache_implementation="static").cpu(), greedy)
+
+
+def test_compiled_static_cache_beam_search_matches_cpu(models):
+    """Beam search (3 beams) with the static cache, the decoding step compiled with
+    backend="tpu", on the left-padded batch: the CPU's tokens."""
+    cpu, tpu = models
+    kw = dict(do_sample=False, num_beams=3, cache_implementation="static")
+    assert torch.equal(_generate(tpu, "tpu", **kw).cpu(), _generate(cpu, "cpu", **kw))
