@@ -84,7 +84,10 @@ def generate(model, tok, prompt, device, new_tokens):
     ids = torch.tensor([tok.encode(prompt).ids], device=device)
     kw = dict(do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)
     with torch.no_grad():
-        model.generate(input_ids=ids, max_new_tokens=2, **kw)  # warm-up: compile programs once
+        # Warm-up at the timed length: the eager generate loop grows input_ids (and the
+        # dynamic KV cache) by one column a token, so each sequence length has its own
+        # small programs; compiling them here keeps compile time out of the decode figure.
+        model.generate(input_ids=ids, max_new_tokens=new_tokens, **kw)
         t0 = time.perf_counter()
         model.generate(input_ids=ids, max_new_tokens=1, **kw).cpu()
         t1 = time.perf_counter()

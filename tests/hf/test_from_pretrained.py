@@ -59,3 +59,42 @@ def test_from_pretrained_device_map_auto_places_on_tpu(saved):
         sharded, device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"}, dtype=torch.float32)
     # (_check_loaded asserts every parameter landed on tpu, none on the CPU or disk.)
     _check_loaded(loaded, ref, torch.float32)
+
+
+def test_device_map_auto_with_the_tpu_budget_helper(saved):
+    """torch_tpu.integrations.accelerate.max_memory() names each tpu's free memory under
+    its index (what Accelerate cannot find by itself): "auto" then puts the whole model
+    on tpu, as it would on one cuda device."""
+    from torch_tpu.integrations.accelerate import max_memory
+    budget = max_memory()
+    assert set(budget) == {0, "cpu"} and budget[0] == torch.tpu.mem_get_info(0)[0] > 0
+    ref, single, _ = saved
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        single, device_map="auto", max_memory=budget, dtype=torch.float32)
+    _check_loaded(loaded, ref, torch.float32)
+
+
+def test_device_map_auto_splits_between_tpu_and_cpu(saved):
+    """A tpu budget smaller than the model: Accelerate keeps the first layers on tpu, the
+    rest offloaded to the CPU (their parameters wait on the meta device) and moved in
+    for each forward; the logits still match."""
+    ref, single, _ = saved
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        single, device_map="auto", max_memory={0: "90KB", "cpu": "1GiB"}, dtype=torch.float32)
+    placed = {n: p.device.type for n, p in loaded.named_parameters()}
+    assert placed["model.embed_tokens.weight"] == "tpu", placed
+    assert "tpu" in placed.values() and set(placed.values()) != {"tpu"}, placed
+    ids = torch.randint(0, 64, (2, 8))
+    with torch.no_grad():
+        want = ref(ids).logits
+        got = loaded(ids.to("tpu")).logits
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_device_map_auto_without_a_budget_stays_on_cpu(saved):
+    """Documents Accelerate 1.15's limit the helper exists for: with no max_memory it sees
+    no tpu and maps everything to the CPU."""
+    _, single, _ = saved
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(single, device_map="auto",
+                                                               dtype=torch.float32)
+    assert {p.device.type for p in loaded.parameters()} == {"cpu"}

@@ -115,3 +115,27 @@ def test_static_cache_generate_is_compiled_once_and_matches_cpu(models):
     assert torch.equal(got.cpu(), want)
     assert len(graphs) == NEW and graphs[1] >= 1
     assert graphs[2:] == [graphs[1]] * (NEW - 2), graphs
+
+
+def test_compiled_static_cache_sampling_is_reproducible(models):
+    """Sampling through the compiled (backend="tpu") static-cache decoding step, on the
+    left-padded batch: the same torch.manual_seed gives the same tokens, and top_k=1
+    gives the CPU's greedy tokens."""
+    cpu, tpu = models
+    kw = dict(do_sample=True, top_k=5, top_p=0.9, temperature=0.7, cache_implementation="static")
+    torch.manual_seed(11)
+    a = _generate(tpu, "tpu", **kw)
+    torch.manual_seed(11)
+    b = _generate(tpu, "tpu", **kw)
+    assert torch.equal(a.cpu(), b.cpu())
+    greedy = _generate(cpu, "cpu", do_sample=False)
+    assert torch.equal(_generate(tpu, "tpu", do_sample=True, top_k=1,
+                                 cache_implementation="static").cpu(), greedy)
+
+
+def test_compiled_static_cache_beam_search_matches_cpu(models):
+    """Beam search (3 beams) with the static cache, the decoding step compiled with
+    backend="tpu", on the left-padded batch: the CPU's tokens."""
+    cpu, tpu = models
+    kw = dict(do_sample=False, num_beams=3, cache_implementation="static")
+    assert torch.equal(_generate(tpu, "tpu", **kw).cpu(), _generate(cpu, "cpu", **kw))

@@ -91,6 +91,62 @@ def test_trainer_resume_continues_exactly(runs, tmp_path):
     _assert_weights_close(_weights(tmp_path), _weights(tpu_dir), rtol=0, atol=0)
 
 
+# Dropout draws on the tpu generator every step, so a resumed run continues exactly only
+# when that generator's state came back from the checkpoint too.
+DROPOUT_RUN = dict(RUN, dropout=0.2, tpu_rng_callback=True)
+
+
+@pytest.fixture(scope="module")
+def dropout_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dropout")
+    res, _ = _finish(_start(out, DROPOUT_RUN))
+    return out, res
+
+
+def test_resume_restores_the_tpu_generator(dropout_run, tmp_path):
+    """Transformers saves only a fixed list of devices' generators (not tpu);
+    TpuRngStateCallback keeps tpu's in trainer_state.json. Resumed from checkpoint-2, the
+    dropout masks, losses, weights and the next random draw on tpu equal the
+    uninterrupted run's."""
+    full_dir, full = dropout_run
+    ckpt = os.path.join(full_dir, "checkpoint-2")
+    with open(os.path.join(ckpt, "trainer_state.json")) as f:
+        saved = json.load(f)["stateful_callbacks"]["TpuRngStateCallback"]["attributes"]
+    assert len(saved["tpu_rng_states"]) == torch.tpu.device_count()
+    res, _ = _finish(_start(tmp_path, dict(DROPOUT_RUN, resume=ckpt)))
+    assert res["global_step"] == RUN["max_steps"]
+    # The resumed log starts with the checkpoint's two entries; steps 3 and 4 are new.
+    assert res["losses"] == full["losses"]  # bit for bit
+    assert res["rand_after"] == full["rand_after"]
+    _assert_weights_close(_weights(tmp_path), _weights(full_dir), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_resume_without_the_callback_reseeds_the_tpu_generator(dropout_run, tmp_path):
+    """The control for the test above: the same checkpoint resumed without the callback
+    restarts the tpu generator from the seed, so its draws differ."""
+    full_dir, full = dropout_run
+    opts = dict(DROPOUT_RUN, tpu_rng_callback=False,
+                resume=os.path.join(full_dir, "checkpoint-2"))
+    res, _ = _finish(_start(tmp_path, opts))
+    assert res["rand_after"] != full["rand_after"]
+
+
+def test_trainer_bf16_trains_on_tpu_like_cpu(tmp_path):
+    """bf16=True: Accelerate runs the forward under torch.autocast("tpu", bfloat16);
+    the weights and the optimizer stay float32. The CPU reference autocasts too (its own
+    op policy, so the losses agree to bfloat16's precision, not bit for bit)."""
+    opts = {"max_steps": 3, "bf16": True}
+    tpu = _start(tmp_path / "tpu", opts)
+    cpu = _start(tmp_path / "cpu", dict(opts, use_cpu=True), env=CPU_ONLY)
+    (t, out), (c, _) = _finish(tpu), _finish(cpu)
+    assert t["device"] == "tpu:0" and t["param_dtype"] == "torch.float32"
+    assert t["autocast_dtype"] == "torch.bfloat16", out[-2000:]
+    assert len(t["losses"]) == 3
+    torch.testing.assert_close(t["losses"], c["losses"], rtol=2e-2, atol=2e-2)
+    _assert_weights_close(_weights(tmp_path / "tpu"), _weights(tmp_path / "cpu"), rtol=0, atol=2e-2)
+
+
 def test_multi_process_trainer_stops_at_start_with_clear_error(tmp_path):
     """Accelerate 1.15 cannot wrap a tpu model for DDP: two processes must not train
     unsynchronised replicas. They stop before the first step and say what to do."""

@@ -30,7 +30,8 @@ class TokenDataset(torch.utils.data.Dataset):
 
 cfg = transformers.LlamaConfig(
     vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    attention_dropout=opts.get("dropout", 0.0))
 torch.manual_seed(0)
 model = transformers.LlamaForCausalLM(cfg)
 if opts.get("module_compile"):
@@ -48,9 +49,27 @@ args = transformers.TrainingArguments(
     dataloader_num_workers=0, disable_tqdm=True,
     use_cpu=opts.get("use_cpu", False), torch_compile=opts.get("torch_compile", False),
     torch_compile_backend=opts.get("torch_compile_backend"), bf16=opts.get("bf16", False))
+# The dtype the LM head computes in while training: bfloat16 under bf16=True's autocast.
+seen = {}
+
+
+def note_dtype(mod, inp, out):
+    if mod.training:
+        seen.setdefault("dtype", str(out.dtype))  # returns None: the output is unchanged
+
+
+model.lm_head.register_forward_hook(note_dtype)
+callbacks = []
+if opts.get("tpu_rng_callback"):
+    # The one line a user adds to keep the tpu generators in checkpoints (Transformers
+    # saves only a fixed list of devices' generators; see torch_tpu.integrations.transformers).
+    from torch_tpu.integrations.transformers import TpuRngStateCallback
+    callbacks.append(TpuRngStateCallback())
 trainer = transformers.Trainer(model=model, args=args, train_dataset=TokenDataset(32),
-                               eval_dataset=TokenDataset(8, offset=500))
+                               eval_dataset=TokenDataset(8, offset=500), callbacks=callbacks)
 trainer.train(resume_from_checkpoint=opts.get("resume"))
+# A random draw on the training device after the run: equal draws mean equal generator states.
+after = torch.rand(4, device=args.device).tolist()
 final = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
 torch.save(final, f"{out_dir}/final_weights.pt")
 print(json.dumps({
@@ -59,4 +78,7 @@ print(json.dumps({
     "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
     "eval_losses": [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h],
     "global_step": trainer.state.global_step,
+    "rand_after": after,
+    "param_dtype": str(next(model.parameters()).dtype),
+    "autocast_dtype": seen.get("dtype"),
 }))

@@ -52,3 +52,29 @@ def install(platform_usable):
     if not platform_usable or (current is not None and current != os.environ.get(OURS)):
         return  # the user's choice, or a tpu that cannot start: leave Accelerate alone
     os.environ[VARIABLE] = os.environ[OURS] = device_setting()
+
+
+def max_memory(include_cpu=True):
+    """The `max_memory` dict that lets `device_map="auto"` place a model on tpu.
+
+    Accelerate 1.15's `get_max_memory` (which Transformers' `from_pretrained(...,
+    device_map="auto")` calls when `max_memory` is not given) asks a fixed list of device
+    modules (npu, mlu, sdaa, musa, xpu, hpu, else cuda) for their free memory, with no
+    branch through `torch.accelerator`; on a tpu host it finds no accelerator and maps
+    every module to "cpu". Its keys for accelerators are device indices, and an index
+    means the current accelerator to PyTorch (`torch.device(0)` is tpu:0), so handing it
+    the tpu devices' free memory under their indices is all it needs:
+
+        from torch_tpu.integrations.accelerate import max_memory
+        model = AutoModelForCausalLM.from_pretrained(path, device_map="auto",
+                                                     max_memory=max_memory())
+
+    Modules that do not fit go to the CPU (`include_cpu`), as Accelerate does for cuda.
+    """
+    import psutil
+    import torch
+
+    budget = {i: torch.tpu.mem_get_info(i)[0] for i in range(torch.tpu.device_count())}
+    if include_cpu:
+        budget["cpu"] = psutil.virtual_memory().available
+    return budget
