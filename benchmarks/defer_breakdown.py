@@ -1,6 +1,8 @@
 """Where a Defer & Fuse training step spends its time: recording forward+backward,
 recording the optimizer step (which launches the fused program asynchronously),
-and waiting for the device. A script, not a test.
+and waiting for the device; recording cost per op. Then the host time of one
+compiled (torch.compile(backend="tpu")) forward+backward call, which launches its
+programs directly without recording. A script, not a test.
 
     python benchmarks/defer_breakdown.py [--steps 8] [--layers 4 --width 256 --context 128 --batch 8]
 """
@@ -38,6 +40,8 @@ def main():
     y = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
     parts = []
     for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            rec0 = torch_tpu._C._deferred_stats()["ops_recorded"]
         t0 = time.perf_counter()
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
@@ -52,9 +56,31 @@ def main():
     names = ("record forward+backward", "record optimizer + launch", "device wait", "step")
     for k, name in enumerate(names):
         print(f"{name:28s} {statistics.median(p[k] for p in parts) * 1e3:8.1f} ms")
+    ops = (torch_tpu._C._deferred_stats()["ops_recorded"] - rec0) / args.steps
+    rec = statistics.median(p[0] + p[1] for p in parts)
+    print(f"{'ops recorded per step':28s} {ops:8.0f}")
+    print(f"{'recording per op':28s} {rec / ops * 1e6:8.2f} us (record+launch time / ops)")
     m = torch_tpu.debug.metrics()
     print(f"fused graphs run {m['fused_graphs_run']}, largest {m['largest_fused_graph']} ops, "
           f"fused cache misses {m['fused_cache_misses']}")
+
+    # Compiled: host time of one forward+backward call (programs launched, not awaited).
+    torch_tpu.set_execution_mode("strict_eager")
+    compiled = torch.compile(model, backend="tpu")
+    host = []
+    for i in range(args.warmup + args.steps):
+        torch.tpu.synchronize()
+        t0 = time.perf_counter()
+        _, loss = compiled(x, y)
+        loss.backward()
+        t1 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        if i >= args.warmup:
+            host.append(t1 - t0)
+    print(f"{'compiled fwd+bwd host time':28s} {statistics.median(host) * 1e3:8.3f} ms")
+    for g in torch_tpu.debug.compiled_graphs():
+        print(f"  {g['kind']:9s} graph: {g['nodes']} nodes, {g['calls']} calls, "
+              f"{g['direct_calls']} direct, why recorded: {g['why_recorded']}")
 
 
 if __name__ == "__main__":
