@@ -17,6 +17,7 @@
 #include "aten/deferred_graph.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <algorithm>
 #include <atomic>
@@ -153,7 +154,7 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
     std::vector<hlo::Value> vals;
     size_t had = checks.size();
     try {
-      vals = emit(n.rec, b, in, *n.entry, false, check_nodes ? &checks : nullptr);
+      vals = emit(n.rec, b, in, *n.entry, check_nodes ? &checks : nullptr).values;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
@@ -340,6 +341,33 @@ void flush_foreign(const Call& c, const Trace* mine) {
   }
 }
 
+// The trace a backward pass records into on this thread (autograd's device
+// thread runs the backward of every thread that calls backward()): the trace of
+// the thread whose pending values the graph task first reads, so that forward,
+// backward and optimizer step stay one fused program as on one thread.
+struct Adopted {
+  std::weak_ptr<Trace> trace;
+  int task = -1;
+};
+thread_local Adopted t_adopted;
+
+std::shared_ptr<Trace> trace_for(const Call& c) {
+  const std::shared_ptr<Trace>& own = this_thread_trace();
+  int task = torch::autograd::get_current_graph_task_id();
+  if (task < 0 || own->unbounded) return own;  // not in a backward; or capturing a compiled graph
+  if (t_adopted.task == task)
+    if (std::shared_ptr<Trace> t = t_adopted.trace.lock()) return t;
+  for (const auto& in : c.inputs) {
+    if (in.kind != Input::kSlot || !in.slot->pending()) continue;
+    std::shared_ptr<void> owner = in.slot->pending_owner();
+    if (!owner || owner == own) continue;
+    auto t = std::static_pointer_cast<Trace>(owner);
+    t_adopted = Adopted{t, task};
+    return t;
+  }
+  return own;
+}
+
 // The generator a kRng input draws from (none: the device's default).
 std::optional<at::Generator> rng_generator(Call& c) {
   std::optional<at::Generator> gen;
@@ -381,7 +409,7 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
   // Before the trace's lock: capturing takes the GIL, and a thread holding the
   // GIL may be waiting for that lock (to flush this trace).
   PyStack stack = PyStack::capture();
-  const std::shared_ptr<Trace>& tp = this_thread_trace();
+  const std::shared_ptr<Trace> tp = trace_for(c);
   Trace& g = *tp;
   std::unique_lock<std::mutex> lock(g.mu, std::defer_lock);
   // Values pending in other threads' traces run there first, without holding

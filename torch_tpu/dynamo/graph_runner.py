@@ -20,7 +20,8 @@ is captured for that layout).
 Graphs that cannot be one program keep the recording path on every call: an op
 without a lowering (it runs on the CPU and cuts the graph), a data-dependent op,
 a `_c10d_functional` collective (host-staged transports flush), non-tensor
-inputs (symbolic sizes), CPU tensors inside the graph. debug.report() names why.
+inputs (symbolic sizes), CPU tensors inside the graph; debug.compiled_graphs()
+gives each graph's why_recorded.
 """
 import os
 
