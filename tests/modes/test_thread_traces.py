@@ -104,3 +104,34 @@ def test_threads_record_in_parallel_without_sharing_a_trace():
     [t.join(120) for t in ts]
     assert not errors, errors
     assert len(set(counts.values())) == 1 and counts[0] >= 5, counts
+
+
+def test_backward_records_into_the_callers_trace():
+    # autograd runs the backward on its device thread; it records into the trace of
+    # the thread that called backward(), so forward, backward and the optimizer step
+    # are one fused program (no saved activation is materialised between them).
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3))
+    model.load_state_dict(ref.state_dict())
+    model = model.to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = torch.randn(4, 6), torch.randn(4, 3)
+    # The process-wide mode: autograd's device thread does not see a thread override.
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    for _ in range(3):
+        before = _C._deferred_stats()["graphs_run"]
+        loss = torch.nn.functional.mse_loss(model(x.to("tpu")), y.to("tpu"))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        assert _C._pending_nodes() > 0  # the backward is pending in this thread's trace
+        opt.step()  # the step boundary runs the trace
+        assert _C._deferred_stats()["graphs_run"] == before + 1
+        ref_loss = torch.nn.functional.mse_loss(ref(x), y)
+        ref_opt.zero_grad(set_to_none=True)
+        ref_loss.backward()
+        ref_opt.step()
+        torch.testing.assert_close(loss.item(), ref_loss.item(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
