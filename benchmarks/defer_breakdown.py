@@ -1,6 +1,8 @@
 """Where a Defer & Fuse training step spends its time: recording forward+backward,
 recording the optimizer step (which launches the fused program asynchronously),
-and waiting for the device. A script, not a test.
+and waiting for the device; recording cost per op. Then the host time of one
+compiled (torch.compile(backend="tpu")) forward+backward call, which launches its
+programs directly without recording. A script, not a test.
 
     python benchmarks/defer_breakdown.py [--steps 8] [--layers 4 --width 256 --context 128 --batch 8]
 """
@@ -36,10 +38,15 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     x = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
     y = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
-    parts = []
+    parts, fwd_cpu, fwd_ops = [], [], []
     for i in range(args.warmup + args.steps):
-        t0 = time.perf_counter()
+        if i == args.warmup:
+            rec0 = torch_tpu._C._deferred_stats()["ops_recorded"]
+        r0 = torch_tpu._C._deferred_stats()["ops_recorded"]
+        t0, c0 = time.perf_counter(), time.thread_time()
         _, loss = model(x, y)
+        c1 = time.thread_time()  # the forward's recording, on this thread alone
+        n_fwd = torch_tpu._C._deferred_stats()["ops_recorded"] - r0
         opt.zero_grad(set_to_none=True)
         loss.backward()
         t1 = time.perf_counter()
@@ -49,12 +56,43 @@ def main():
         t3 = time.perf_counter()
         if i >= args.warmup:
             parts.append((t1 - t0, t2 - t1, t3 - t2, t3 - t0))
+            fwd_cpu.append(c1 - c0)
+            fwd_ops.append(n_fwd)
     names = ("record forward+backward", "record optimizer + launch", "device wait", "step")
     for k, name in enumerate(names):
         print(f"{name:28s} {statistics.median(p[k] for p in parts) * 1e3:8.1f} ms")
+    ops = (torch_tpu._C._deferred_stats()["ops_recorded"] - rec0) / args.steps
+    rec = statistics.median(p[0] + p[1] for p in parts)
+    print(f"{'ops recorded per step':28s} {ops:8.0f}")
+    print(f"{'recording per op':28s} {rec / ops * 1e6:8.2f} us (record+launch wall time / ops)")
+    per_op = statistics.median(c / n for c, n in zip(fwd_cpu, fwd_ops))
+    print(f"{'forward recording per op':28s} {per_op * 1e6:8.2f} us (this thread's CPU time: "
+          f"robust to load)")
     m = torch_tpu.debug.metrics()
     print(f"fused graphs run {m['fused_graphs_run']}, largest {m['largest_fused_graph']} ops, "
           f"fused cache misses {m['fused_cache_misses']}")
+
+    # Compiled: host time of one forward+backward call (programs launched, not awaited).
+    torch_tpu.set_execution_mode("strict_eager")
+    compiled = torch.compile(model, backend="tpu")
+    host = []
+    for i in range(args.warmup + args.steps):
+        torch.tpu.synchronize()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        _, loss = compiled(x, y)
+        c1 = time.thread_time()
+        loss.backward()
+        t1 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        if i >= args.warmup:
+            host.append((t1 - t0, c1 - c0))
+    print(f"{'compiled fwd+bwd host time':28s} {statistics.median(h[0] for h in host) * 1e3:8.3f} ms "
+          f"(wall, from call to backward's return)")
+    print(f"{'compiled forward call':28s} {statistics.median(h[1] for h in host) * 1e3:8.3f} ms "
+          f"(this thread's CPU time)")
+    for g in torch_tpu.debug.compiled_graphs():
+        print(f"  {g['kind']:9s} graph: {g['nodes']} nodes, {g['calls']} calls, "
+              f"{g['direct_calls']} direct, why recorded: {g['why_recorded']}")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,9 @@ def setup(mode, args, train):
     cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
                     n_head=args.heads, n_embd=args.width)
     model = GPT(cfg).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    # Compiled on tpu: capturable=True keeps AdamW's step counts on the device so that
+    # the optimizer graph is one device program (Dynamo sets it itself only for CUDA/XPU).
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, capturable=mode == "compiled")
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)
     y = torch.randint(0, 65, (args.batch, args.context), generator=g).to(dev)

@@ -152,8 +152,8 @@ def build(model, size, device):
 
 def make_step(net, inputs, y, kind, wrap=lambda m: m, amp="none", model=None, size=None):
     """A step function returning a Python float (the loss; for decode, the last token).
-    `wrap` is applied to the module (torch.compile in the compiled modes); the optimizer
-    runs eagerly. `amp="bf16"` runs the forward under torch.autocast(bfloat16).
+    `wrap` is torch.compile in the compiled modes: applied to the module for inference
+    and decode, and to the whole training step (forward, backward, optimizer). `amp="bf16"` runs the forward under torch.autocast(bfloat16).
     A step ends when all of its device work has: reading the loss alone would let the
     optimizer update still run into the next timed step (or another process's)."""
     import torch
@@ -182,15 +182,25 @@ def make_step(net, inputs, y, kind, wrap=lambda m: m, amp="none", model=None, si
     fwd = wrap(net)
     if kind == "train":
         net.train()
-        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        compiled = fwd is not net
+        # Compiled: the whole step (forward, backward, AdamW) is compiled, as torch_xla's
+        # compiled rows do. capturable=True keeps AdamW's step counts on the device, so
+        # the optimizer graph is one device program too; Dynamo sets it by itself only
+        # for CUDA/XPU parameters.
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4,
+                                capturable=compiled and device.type == "tpu")
 
-        def step():
+        def train_step():
             with autocast():
-                _, loss = fwd(*inputs, y)
+                _, loss = net(*inputs, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            value = loss.item()
+            return loss
+        whole = wrap(train_step) if compiled else train_step
+
+        def step():
+            value = whole().item()
             sync()
             return value
     else:

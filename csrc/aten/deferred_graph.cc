@@ -17,13 +17,19 @@
 #include "aten/deferred_graph.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/graph_task.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "aten/op_kernel.h"
 #include "aten/python_stack.h"
+#include "aten/trace.h"
 #include "aten/tpu_tensor.h"
 #include "engine/device_checks.h"
 #include "engine/executor.h"
@@ -37,53 +43,49 @@ using hlo::ElemType;
 
 namespace {
 
-struct Param {
-  hlo::TensorType type;
-  std::shared_ptr<pjrt::Buffer> buffer;  // a storage's contents when first read
-  Input host;                            // otherwise: a host value or RNG state
+// Process-wide statistics of every thread's traces.
+struct Stats {
+  std::mutex mu;
+  DeferredStats s;
 };
 
-struct NodeInput {
-  bool internal = false;  // true: a storage's pending value (id = graph slot)
-  int id = -1;            // false: a parameter
-};
-
-struct Node {
-  OpRecord rec;
-  std::shared_ptr<Entry> entry;
-  std::vector<NodeInput> ins;  // one per call input
-  std::vector<int> outs;       // graph slot defined by each non-kNone OutSpec
-  PyStack stack;               // where the user's code recorded it
-};
-
-struct GraphSlot {
-  std::shared_ptr<engine::Slot> slot;
-  int param = -1;        // parameter holding its value as read before any write
-  bool written = false;  // produced or rewritten by the graph
-};
-
-struct FusedProgram {
-  std::shared_ptr<pjrt::Executable> exe;
-  // The node of each device-side check; with any, the last output is their flags.
-  std::vector<size_t> check_nodes;
-};
-
-struct Graph {
-  std::recursive_mutex mu;
-  std::vector<Node> nodes;
-  std::vector<GraphSlot> slots;
-  std::unordered_map<engine::Slot*, int> slot_ids;
-  std::vector<Param> params;
-  std::string key;
-  int device = -1;
-  size_t max_nodes = 4000;
-  DeferredStats stats;
-};
-
-Graph& graph() {
-  static auto* g = new Graph();
-  return *g;
+Stats& stats() {
+  static auto* st = new Stats();
+  return *st;
 }
+
+std::atomic<uint64_t> g_ops_recorded{0};
+std::atomic<size_t> g_max_nodes{4000};
+
+// Every live thread's trace, for synchronize() (which waits for all of them).
+std::mutex g_traces_mu;
+std::vector<std::weak_ptr<Trace>>& all_traces() {
+  static auto* v = new std::vector<std::weak_ptr<Trace>>();
+  return *v;
+}
+
+std::thread::id main_thread_id = std::this_thread::get_id();
+
+// Owns the thread's trace: at thread exit its pending work runs (nobody else
+// may ever read it, and its slots and the trace would keep each other alive).
+// The main thread's is left alone: at process exit the runtime may be gone.
+struct ThreadTrace {
+  std::shared_ptr<Trace> t = std::make_shared<Trace>();
+  ThreadTrace() {
+    std::lock_guard<std::mutex> g(g_traces_mu);
+    auto& v = all_traces();
+    v.erase(std::remove_if(v.begin(), v.end(), [](auto& w) { return w.expired(); }), v.end());
+    v.push_back(t);
+  }
+  ~ThreadTrace() {
+    if (std::this_thread::get_id() == main_thread_id) return;
+    try {
+      std::lock_guard<std::mutex> g(t->mu);
+      t->flush_locked("thread exit");
+    } catch (...) {
+    }
+  }
+};
 
 engine::ProgramCache<FusedProgram>& fused_cache() {
   static auto* c = new engine::ProgramCache<FusedProgram>(1024);
@@ -97,16 +99,16 @@ void put(std::string& key, const T& v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
-int slot_id(Graph& g, const std::shared_ptr<engine::Slot>& s) {
+int slot_id(Trace& g, const std::shared_ptr<engine::Slot>& s) {
   auto it = g.slot_ids.find(s.get());
   if (it != g.slot_ids.end()) return it->second;
-  g.slots.push_back(GraphSlot{s});
+  g.slots.push_back(TraceSlot{s});
   int id = static_cast<int>(g.slots.size()) - 1;
   g.slot_ids.emplace(s.get(), id);
   return id;
 }
 
-void clear(Graph& g) {
+void clear(Trace& g) {
   g.nodes.clear();
   g.slots.clear();
   g.slot_ids.clear();
@@ -116,7 +118,7 @@ void clear(Graph& g) {
 }
 
 // "node 17 of 214 (aten::mm), recorded at:\n  File ..." for error messages.
-std::string describe_node(const Graph& g, size_t i) {
+std::string describe_node(const Trace& g, size_t i) {
   const Node& n = g.nodes[i];
   std::string s = "node " + std::to_string(i + 1) + " of " + std::to_string(g.nodes.size()) +
                   " (" + n.rec.info->name + "), ";
@@ -130,7 +132,7 @@ std::string describe_node(const Graph& g, size_t i) {
 // graph slots, each written by one of those nodes. With `check_nodes`, the
 // nodes' device-side checks become a last output (their nodes listed there) and
 // storages the graph rewrites keep their contents when one fails.
-std::string build(Graph& g, const std::vector<int>& outputs, size_t upto,
+std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
                   std::vector<size_t>* check_nodes = nullptr) {
   std::vector<lower::Ctx::Check> checks;
   hlo::Builder b;
@@ -152,7 +154,7 @@ std::string build(Graph& g, const std::vector<int>& outputs, size_t upto,
     std::vector<hlo::Value> vals;
     size_t had = checks.size();
     try {
-      vals = emit(n.rec, b, in, *n.entry, false, check_nodes ? &checks : nullptr);
+      vals = emit(n.rec, b, in, *n.entry, check_nodes ? &checks : nullptr).values;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
@@ -173,7 +175,7 @@ std::string build(Graph& g, const std::vector<int>& outputs, size_t upto,
 // graph fails (a binary search over prefixes, each compiled with every value it
 // writes as an output so that nothing is dead), to name it and where it was
 // recorded. Only runs on the error path.
-std::string locate_compile_failure(Graph& g) {
+std::string locate_compile_failure(Trace& g) {
   auto fails = [&](size_t upto) {
     std::vector<int> outs;
     std::vector<bool> seen(g.slots.size(), false);
@@ -196,34 +198,35 @@ std::string locate_compile_failure(Graph& g) {
   return describe_node(g, hi - 1);
 }
 
-// Hands a launched fused program's check flags to engine/device_checks.h, with
-// what names each check's node and the Python line that recorded it.
-void register_checks(const Graph& g, const FusedProgram& prog, std::shared_ptr<pjrt::Buffer> flags,
-                     int device) {
-  struct Site {
-    std::string op;
-    PyStack stack;
-    size_t node;
-  };
-  auto sites = std::make_shared<std::vector<Site>>();
-  auto entries = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
-  engine::PendingChecks p;
+}  // namespace
+
+std::shared_ptr<CheckSites> check_sites(const Trace& g, const FusedProgram& prog) {
+  auto cs = std::make_shared<CheckSites>();
   size_t prev = SIZE_MAX, j = 0;
   for (size_t node : prog.check_nodes) {
     j = node == prev ? j + 1 : 0;
     prev = node;
     const Node& n = g.nodes[node];
-    entries->push_back(n.entry);
-    p.specs.push_back(&n.entry->checks.at(j));
-    sites->push_back(Site{n.rec.info->name, n.stack, node});
+    cs->entries.push_back(n.entry);
+    cs->specs.push_back(&n.entry->checks.at(j));
+    cs->sites.push_back(CheckSites::Site{n.rec.info->name, n.stack, node});
   }
-  const size_t total = g.nodes.size();
+  cs->total_nodes = g.nodes.size();
+  return cs;
+}
+
+// Hands a launched fused program's check flags to engine/device_checks.h, with
+// what names each check's node and the Python line that recorded it.
+void register_checks(const std::shared_ptr<CheckSites>& cs, std::shared_ptr<pjrt::Buffer> flags,
+                     int device) {
+  engine::PendingChecks p;
+  p.specs = cs->specs;
   p.flags = std::move(flags);
-  p.keep = entries;
-  p.where = [sites, total](size_t i) {
-    const Site& s = (*sites)[i];
-    std::string d = "node " + std::to_string(s.node + 1) + " of " + std::to_string(total) + " (" +
-                    s.op + ") of a fused graph, ";
+  p.keep = cs;
+  p.where = [cs](size_t i) {
+    const CheckSites::Site& s = cs->sites[i];
+    std::string d = "node " + std::to_string(s.node + 1) + " of " + std::to_string(cs->total_nodes) +
+                    " (" + s.op + ") of a fused graph, ";
     if (s.stack.empty()) return d + "recorded without a Python frame (by autograd's backward, or with TORCH_TPU_DEFER_STACKS=0)";
     return d + "recorded at (most recent call last):\n" + s.stack.format();
   };
@@ -231,7 +234,9 @@ void register_checks(const Graph& g, const FusedProgram& prog, std::shared_ptr<p
   engine::add_pending_checks(std::move(p));
 }
 
-void run_graph(Graph& g, const std::string& reason) {
+namespace {
+
+void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   std::vector<int> outputs;  // written storages someone can still read
   for (size_t id = 0; id < g.slots.size(); ++id)
     if (g.slots[id].written && g.slots[id].slot->alive()) outputs.push_back(static_cast<int>(id));
@@ -242,13 +247,14 @@ void run_graph(Graph& g, const std::string& reason) {
   std::string what = "a fused graph of " + std::to_string(g.nodes.size()) + " ops (" +
                      g.nodes.front().rec.info->name + " ... " + g.nodes.back().rec.info->name + ")";
 
+  bool compiled = false;
+  double compile_seconds = 0;
   std::shared_ptr<FusedProgram> prog = fused_cache().find(key);
-  if (prog) {
-    g.stats.fused_cache_hits++;
-  } else {
-    g.stats.fused_cache_misses++;
+  if (!prog) {
+    compiled = true;
     prog = std::make_shared<FusedProgram>();
     std::string mlir = build(g, outputs, g.nodes.size(), &prog->check_nodes);
+    auto t0 = std::chrono::steady_clock::now();
     try {
       prog->exe = engine::compile_program(mlir, what);
     } catch (const std::exception& e) {
@@ -257,6 +263,7 @@ void run_graph(Graph& g, const std::string& reason) {
       TORCH_CHECK(false, "Defer & Fuse: ", what, " failed to compile; the first failing op is ",
                   where, "\n", e.what());
     }
+    compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fused_cache().insert(key, prog);
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
@@ -266,21 +273,117 @@ void run_graph(Graph& g, const std::string& reason) {
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
   auto outs = engine::launch(*prog->exe, raw, device, what);
-  if (!prog->check_nodes.empty()) register_checks(g, *prog, outs.back(), device);
+  std::shared_ptr<CheckSites> checks;
+  if (!prog->check_nodes.empty()) {
+    checks = check_sites(g, *prog);
+    register_checks(checks, outs.back(), device);
+  }
   for (size_t j = 0; j < outputs.size(); ++j) {
     auto& s = g.slots[outputs[j]].slot;
     s->fulfil(outs[j], s->raw_elem());
   }
-  g.stats.graphs_run++;
-  g.stats.graph_nodes_total += g.nodes.size();
-  if (g.nodes.size() > g.stats.largest_graph) g.stats.largest_graph = g.nodes.size();
-  g.stats.materializations[reason]++;
+  {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    (compiled ? st.s.fused_cache_misses : st.s.fused_cache_hits)++;
+    st.s.graphs_run++;
+    st.s.graph_nodes_total += g.nodes.size();
+    if (g.nodes.size() > st.s.largest_graph) st.s.largest_graph = g.nodes.size();
+    st.s.materializations[reason]++;
+  }
+  g.runs++;
+  if (info) {
+    info->ran = true;
+    info->compiled = compiled;
+    info->compile_seconds = compile_seconds;
+    info->prog = prog;
+    info->outputs = std::move(outputs);
+    info->slots.clear();
+    info->param_slot.assign(g.params.size(), -1);
+    for (size_t id = 0; id < g.slots.size(); ++id) {
+      info->slots.push_back(g.slots[id].slot);
+      if (g.slots[id].param >= 0) info->param_slot[g.slots[id].param] = static_cast<int>(id);
+    }
+    info->params = std::move(g.params);
+    info->checks = checks;
+    info->device = device;
+  }
 }
 
-void flush_locked(Graph& g, const std::string& reason) {
+void flush_hook(engine::Slot* slot) {
+  std::shared_ptr<void> owner = slot->pending_owner();
+  if (!owner) return;  // flushed meanwhile by its owner
+  auto* t = static_cast<Trace*>(owner.get());
+  std::lock_guard<std::mutex> lock(t->mu);
+  t->flush_locked(t_reason ? t_reason : "storage read");
+}
+
+// Runs the traces of other threads that hold a pending value `c` reads, so that
+// this thread's trace reads it as a parameter. False when one is still pending
+// elsewhere (another thread recorded a new write meanwhile: the caller retries).
+bool no_foreign_pending(const Call& c, const Trace* mine) {
+  for (const auto& in : c.inputs) {
+    if (in.kind != Input::kSlot || !in.slot->pending()) continue;
+    std::shared_ptr<void> owner = in.slot->pending_owner();
+    if (owner && owner.get() != mine) return false;
+  }
+  return true;
+}
+
+void flush_foreign(const Call& c, const Trace* mine) {
+  for (const auto& in : c.inputs) {
+    if (in.kind != Input::kSlot || !in.slot->pending()) continue;
+    std::shared_ptr<void> owner = in.slot->pending_owner();
+    if (!owner || owner.get() == mine) continue;
+    auto* t = static_cast<Trace*>(owner.get());
+    std::lock_guard<std::mutex> lock(t->mu);
+    t->flush_locked("read by another thread");
+  }
+}
+
+// The trace a backward pass records into on this thread (autograd's device
+// thread runs the backward of every thread that calls backward()): the trace of
+// the thread whose pending values the graph task first reads, so that forward,
+// backward and optimizer step stay one fused program as on one thread.
+struct Adopted {
+  std::weak_ptr<Trace> trace;
+  int task = -1;
+};
+thread_local Adopted t_adopted;
+
+std::shared_ptr<Trace> trace_for(const Call& c) {
+  const std::shared_ptr<Trace>& own = this_thread_trace();
+  int task = torch::autograd::get_current_graph_task_id();
+  if (task < 0 || own->unbounded) return own;  // not in a backward; or capturing a compiled graph
+  if (t_adopted.task == task)
+    if (std::shared_ptr<Trace> t = t_adopted.trace.lock()) return t;
+  for (const auto& in : c.inputs) {
+    if (in.kind != Input::kSlot || !in.slot->pending()) continue;
+    std::shared_ptr<void> owner = in.slot->pending_owner();
+    if (!owner || owner == own) continue;
+    auto t = std::static_pointer_cast<Trace>(owner);
+    t_adopted = Adopted{t, task};
+    return t;
+  }
+  return own;
+}
+
+// The generator a kRng input draws from (none: the device's default).
+std::optional<at::Generator> rng_generator(Call& c) {
+  std::optional<at::Generator> gen;
+  for (size_t i = 0; i < c.nargs; ++i)
+    if (c.info.arg_class[i] == ArgClass::kGenerator && !c.arg(i).isNone())
+      gen = c.arg(i).toGenerator();
+  return gen;
+}
+
+}  // namespace
+
+void Trace::flush_locked(const std::string& reason, RunInfo* info) {
+  Trace& g = *this;
   if (g.nodes.empty()) return;
   try {
-    run_graph(g, reason);
+    run_graph(g, reason, info);
   } catch (...) {
     // The values cannot be computed: leave the storages readable (as they
     // were before) rather than pending forever, then report.
@@ -294,37 +397,51 @@ void flush_locked(Graph& g, const std::string& reason) {
   clear(g);
 }
 
-void flush_hook(engine::Slot*) { flush_pending(t_reason ? t_reason : "storage read"); }
-
-}  // namespace
+const std::shared_ptr<Trace>& this_thread_trace() {
+  thread_local ThreadTrace t;
+  return t.t;
+}
 
 FlushReason::FlushReason(const char* reason) : prev_(t_reason) { t_reason = reason; }
 FlushReason::~FlushReason() { t_reason = prev_; }
 
 void record_deferred(Call& c, std::shared_ptr<Entry> e) {
-  // Before the graph's lock: capturing takes the GIL, and a thread holding the
-  // GIL may be waiting for that lock.
+  // Before the trace's lock: capturing takes the GIL, and a thread holding the
+  // GIL may be waiting for that lock (to flush this trace).
   PyStack stack = PyStack::capture();
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  if (g.device >= 0 && g.device != c.device) flush_locked(g, "device change");
+  const std::shared_ptr<Trace> tp = trace_for(c);
+  Trace& g = *tp;
+  std::unique_lock<std::mutex> lock(g.mu, std::defer_lock);
+  // Values pending in other threads' traces run there first, without holding
+  // this trace's lock (two threads reading each other's values cannot deadlock).
+  for (;;) {
+    flush_foreign(c, tp.get());
+    lock.lock();
+    if (no_foreign_pending(c, tp.get())) break;
+    lock.unlock();
+  }
+  if (g.device >= 0 && g.device != c.device) g.flush_locked("device change");
   g.device = c.device;
   draw_rng(c, *e);
 
   Node n{c.take_record(), e, {}, {}, std::move(stack)};
   put(g.key, c.key.size());
   g.key.append(c.key);
+  n.ins.reserve(c.inputs.size());
   for (auto& in : c.inputs) {
     NodeInput ni;
     if (in.kind == Input::kSlot) {
       int id = slot_id(g, in.slot);
-      GraphSlot& gs = g.slots[id];
+      TraceSlot& gs = g.slots[id];
       if (gs.written) {
         ni = {true, id};
       } else {
         if (gs.param < 0) {
-          TORCH_CHECK(!in.slot->pending(), "internal error: a pending storage outside the graph");
-          g.params.push_back(Param{in.type, in.slot->raw_buffer(), {}});
+          TORCH_CHECK(!in.slot->pending(), "internal error: a pending storage outside the trace");
+          TraceParam p;
+          p.type = in.type;
+          p.buffer = in.slot->raw_buffer();
+          g.params.push_back(std::move(p));
           gs.param = static_cast<int>(g.params.size()) - 1;
         }
         ni = {false, gs.param};
@@ -332,15 +449,20 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
       g.key.push_back(ni.internal ? 'i' : 'e');
       put(g.key, id);
     } else {
-      Param p;
+      TraceParam p;
       p.type = in.type;
       p.host = in;
+      if (in.kind == Input::kRng) {
+        p.gen = rng_generator(c);
+        p.rng_numbers = e->rng_numbers;
+      }
       g.params.push_back(std::move(p));
       ni = {false, static_cast<int>(g.params.size()) - 1};
     }
     n.ins.push_back(ni);
   }
 
+  std::shared_ptr<void> owner = tp;
   std::vector<at::Tensor> fresh;
   for (const OutSpec& s : e->outs) {
     if (s.kind == OutSpec::kNone) {
@@ -360,58 +482,72 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
     }
     int id = slot_id(g, slot);
     g.slots[id].written = true;
-    slot->set_pending(elem);
+    slot->set_pending(elem, owner);
     n.outs.push_back(id);
     put(g.key, id);
   }
   g.nodes.push_back(std::move(n));
-  g.stats.ops_recorded++;
+  g_ops_recorded.fetch_add(1, std::memory_order_relaxed);
   engine::metrics().ops_executed++;
   push_results(c, *e, fresh);
-  if (g.nodes.size() >= g.max_nodes) flush_locked(g, "graph size limit");
+  if (!g.unbounded && g.nodes.size() >= g_max_nodes.load(std::memory_order_relaxed))
+    g.flush_locked("graph size limit");
 }
 
 void flush_pending(const std::string& reason) {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  flush_locked(g, reason);
+  Trace& g = *this_thread_trace();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.flush_locked(reason);
+}
+
+void flush_all_pending(const std::string& reason) {
+  std::vector<std::shared_ptr<Trace>> live;
+  {
+    std::lock_guard<std::mutex> g(g_traces_mu);
+    for (auto& w : all_traces())
+      if (auto t = w.lock()) live.push_back(std::move(t));
+  }
+  for (auto& t : live) {
+    std::lock_guard<std::mutex> lock(t->mu);
+    t->flush_locked(reason);
+  }
 }
 
 void flush_if_uses(engine::Slot* slot, const std::string& reason) {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  if (g.slot_ids.count(slot)) flush_locked(g, reason);
+  if (std::shared_ptr<void> owner = slot->pending_owner()) {
+    auto* t = static_cast<Trace*>(owner.get());
+    std::lock_guard<std::mutex> lock(t->mu);
+    t->flush_locked(reason);
+  }
+  Trace& g = *this_thread_trace();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.slot_ids.count(slot)) g.flush_locked(reason);
 }
 
 DeferredStats deferred_stats() {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  return g.stats;
+  Stats& st = stats();
+  std::lock_guard<std::mutex> lock(st.mu);
+  DeferredStats s = st.s;
+  s.ops_recorded = g_ops_recorded.load();
+  return s;
 }
 
 void reset_deferred_stats() {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  g.stats = DeferredStats{};
+  Stats& st = stats();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.s = DeferredStats{};
+  g_ops_recorded = 0;
 }
 
 size_t pending_nodes() {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  Trace& g = *this_thread_trace();
+  std::lock_guard<std::mutex> lock(g.mu);
   return g.nodes.size();
 }
 
-void set_max_graph_nodes(size_t n) {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  g.max_nodes = n < 1 ? 1 : n;
-}
+void set_max_graph_nodes(size_t n) { g_max_nodes = n < 1 ? 1 : n; }
 
-size_t max_graph_nodes() {
-  Graph& g = graph();
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
-  return g.max_nodes;
-}
+size_t max_graph_nodes() { return g_max_nodes.load(); }
 
 void clear_fused_cache() { fused_cache().clear(); }
 

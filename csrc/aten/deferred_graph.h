@@ -1,5 +1,6 @@
-// Defer & Fuse: ops are recorded into one pending graph and compiled as one
-// fused program when a value is needed (see deferred_graph.cc).
+// Defer & Fuse: each thread records its ops into its own pending trace
+// (aten/trace.h), compiled as one fused program when a value is needed (see
+// deferred_graph.cc).
 #pragma once
 
 #include <cstdint>
@@ -15,10 +16,13 @@ namespace tpu::aten {
 // results, whose storages hold pending values.
 void record_deferred(Call& c, std::shared_ptr<Entry> e);
 
-// Runs the pending graph now (no-op when empty); `reason` is counted in stats.
+// Runs this thread's pending trace now (no-op when empty); `reason` is counted in stats.
 void flush_pending(const std::string& reason);
+// Runs every thread's pending trace (torch.tpu.synchronize waits for all work).
+void flush_all_pending(const std::string& reason);
 
-// Runs the pending graph when it reads or writes `slot` (before the storage
+// Runs the trace that holds `slot`'s pending value, and this thread's trace
+// when it reads or writes `slot` (before the storage
 // changes size under recorded work).
 void flush_if_uses(engine::Slot* slot, const std::string& reason);
 

@@ -131,12 +131,21 @@ bool resize_outs(Call& c, const std::vector<lower::OutMeta>& meta);
 void prepare(Call& c);
 // The cached Entry of the call's key, or a new one (meta kernel + a trial emission).
 std::shared_ptr<Entry> entry_for(Call& c);
-// Emits the op reading input k from `in[k]`. With `first`, fills e.outs,
-// return_counts and rng_numbers. Returns one value per OutSpec that is not
-// kNone: new results as rank-1 arrays, then rewritten storages' new contents.
-// With `checks`, appends the device-side checks the lowering declared.
-std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& in,
-                             Entry& e, bool first, std::vector<lower::Ctx::Check>* checks = nullptr);
+// What emitting an op gives: the values, and what it learnt about the op's
+// results (entry_for keeps that in the signature's Entry).
+struct Emitted {
+  // One per OutSpec that is not kNone: new results as rank-1 arrays, then
+  // rewritten storages' new contents.
+  std::vector<hlo::Value> values;
+  std::vector<OutSpec> outs;
+  std::vector<int64_t> return_counts;  // only when e had none from the meta kernel
+  uint64_t rng_numbers = 0;
+  std::vector<lower::CheckSpec> checks;
+};
+// Emits the op reading input k from `in[k]`. With `checks`, appends the
+// device-side checks the lowering declared.
+Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& in,
+             const Entry& e, std::vector<lower::Ctx::Check>* checks = nullptr);
 // Device-side checks in a program: whether any failed (pred[]), and the flags
 // output (s64[2n]: failed, offending value per check).
 hlo::Value any_failed(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks);

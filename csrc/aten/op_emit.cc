@@ -147,8 +147,9 @@ hlo::Value read_tensor(hlo::Builder& b, const std::vector<hlo::Value>& in, const
 
 }  // namespace
 
-std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& params,
-                             Entry& e, bool first, std::vector<lower::Ctx::Check>* checks) {
+Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& params,
+             const Entry& e, std::vector<lower::Ctx::Check>* checks) {
+  Emitted em;
   const OpInfo& info = *r.info;
   const bool have_meta = e.have_meta;
   const std::vector<lower::OutMeta>& meta = e.meta;
@@ -188,12 +189,8 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
   lower::Ctx ctx(b, r.op.schema(), std::move(args), have_meta ? meta : std::vector<lower::OutMeta>{});
   if (info.lowering->needs_rng) ctx.set_rng_param(params.back());
   std::vector<hlo::Value> results = info.lowering->fn(ctx);
-  Entry* entry = first ? &e : nullptr;
-  if (first) {
-    e.rng_numbers = ctx.rng_numbers();
-    e.checks.clear();
-    for (const auto& ch : ctx.checks()) e.checks.push_back(ch.spec);
-  }
+  em.rng_numbers = ctx.rng_numbers();
+  for (const auto& ch : ctx.checks()) em.checks.push_back(ch.spec);
   if (checks) checks->insert(checks->end(), ctx.checks().begin(), ctx.checks().end());
 
   // The tensors the op writes, flattened in argument order.
@@ -209,30 +206,29 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
   TORCH_CHECK(results.size() == n_returns + targets.size(), "internal error: lowering of ",
               info.name, " returned ", results.size(), " values, expected ",
               n_returns + targets.size());
-  if (first && (!have_meta || e.return_counts.empty())) {
-    entry->return_counts.clear();
+  if (!have_meta || e.return_counts.empty()) {
     const auto& rets = r.op.schema().returns();
     size_t left = n_returns;
     for (const auto& r : rets) {
       if (r.alias_info() && r.alias_info()->isWrite()) {
-        entry->return_counts.push_back(0);
+        em.return_counts.push_back(0);
       } else if (r.real_type()->kind() == c10::TypeKind::ListType) {
-        entry->return_counts.push_back(static_cast<int64_t>(left));
+        em.return_counts.push_back(static_cast<int64_t>(left));
         left = 0;
       } else {
-        entry->return_counts.push_back(1);
+        em.return_counts.push_back(1);
         left = left > 0 ? left - 1 : 0;
       }
     }
   }
 
-  std::vector<hlo::Value> outputs;
+  std::vector<hlo::Value>& outputs = em.values;
   for (size_t k = 0; k < n_returns; ++k) {
     hlo::Value v = results[k];
     OutSpec s;
     if (have_meta && meta[k].dtype == c10::ScalarType::Undefined) {
       s.kind = OutSpec::kNone;  // the program does not compute it
-      if (first) entry->outs.push_back(std::move(s));
+      em.outs.push_back(std::move(s));
       continue;
     }
     s.kind = OutSpec::kNew;
@@ -243,7 +239,7 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
     int64_t n = 1;
     for (int64_t d : s.sizes) n *= d;
     outputs.push_back(b.reshape(v, {n}));
-    if (first) entry->outs.push_back(std::move(s));
+    em.outs.push_back(std::move(s));
   }
   // Writes: several targets may share a storage, so chain them per input.
   std::vector<std::pair<int, hlo::Value>> written;  // input -> new base
@@ -277,9 +273,9 @@ std::vector<hlo::Value> emit(const OpRecord& r, hlo::Builder& b, const std::vect
     s.input = w.first;
     s.elem = w.second.elem();
     outputs.push_back(w.second);
-    if (first) entry->outs.push_back(std::move(s));
+    em.outs.push_back(std::move(s));
   }
-  return outputs;
+  return em;
 }
 
 hlo::Value any_failed(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks) {
@@ -319,7 +315,12 @@ std::shared_ptr<Entry> entry_for(Call& c) {
   std::vector<hlo::Value> params;
   for (const auto& in : c.inputs) params.push_back(b.parameter(in.type));
   std::vector<lower::Ctx::Check> checks;
-  std::vector<hlo::Value> outs = emit(c.record(), b, params, *e, true, &checks);
+  Emitted em = emit(c.record(), b, params, *e, &checks);
+  e->outs = std::move(em.outs);
+  e->rng_numbers = em.rng_numbers;
+  e->checks = std::move(em.checks);
+  if (!e->have_meta || e->return_counts.empty()) e->return_counts = std::move(em.return_counts);
+  std::vector<hlo::Value>& outs = em.values;
   if (!checks.empty()) {
     // Written storages keep their contents when a check fails; the flags go last.
     hlo::Value failed = any_failed(b, checks);

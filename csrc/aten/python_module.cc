@@ -19,6 +19,7 @@
 namespace tpu::aten {
 void register_hooks();
 void bind_modes(pybind11::module& m);
+void bind_compiled(pybind11::module& m);
 void install_flush_hook();
 }
 namespace tpu::dist {
@@ -82,6 +83,7 @@ py::dict metrics_dict() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   tpu::aten::bind_modes(m);
+  tpu::aten::bind_compiled(m);
   tpu::dist::bind_distributed(m);
   m.def("_register", [] {
     tpu::aten::install_flush_hook();
@@ -111,7 +113,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", [](int device) {
     py::gil_scoped_release nogil;
     guarded([device] {
-      tpu::aten::flush_pending("synchronize");
+      tpu::aten::flush_all_pending("synchronize");
       tpu::engine::synchronize(device);
       tpu::engine::raise_failed_checks(device);
       return 0;
@@ -143,7 +145,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_checks_enabled", [] { return tpu::lower::checks_enabled(); });
   m.def("_set_device_checks", [](bool on) {
     py::gil_scoped_release nogil;
-    tpu::aten::flush_pending("device checks switched");
+    tpu::aten::flush_all_pending("device checks switched");
     tpu::lower::set_checks_enabled(on);
     tpu::aten::clear_program_cache();
     tpu::aten::clear_fused_cache();

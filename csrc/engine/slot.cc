@@ -59,8 +59,17 @@ void Slot::set_buffer(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
 }
 
 void Slot::fulfil(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem) {
-  pending_ = false;
+  // The buffer first: a reader on another thread that sees the mark cleared
+  // must find the value.
   store(std::move(buf), elem);
+  drop_pending();
+}
+
+void Slot::drop_pending() {
+  std::shared_ptr<void> owner;  // released outside the lock (it may be the last reference)
+  std::lock_guard<std::mutex> g(mu_);
+  pending_ = false;
+  owner = std::move(owner_);
 }
 
 void Slot::reset(int64_t nbytes, uint64_t address, std::shared_ptr<pjrt::Buffer> buf,

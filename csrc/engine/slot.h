@@ -53,14 +53,24 @@ class Slot {
 
   // ---- for the pending graph ----
   bool pending() const { return pending_; }
-  // Marks the contents as a pending value of element type `elem`.
-  void set_pending(hlo::ElemType elem) {
+  // Marks the contents as a pending value of element type `elem` computed by
+  // `owner`'s trace (opaque here), which a read from any thread then runs.
+  void set_pending(hlo::ElemType elem, const std::shared_ptr<void>& owner) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (owner_ != owner) owner_ = owner;
+    }
     elem_ = elem;
     pending_ = true;
   }
+  // The trace whose pending value this is (null when not pending).
+  std::shared_ptr<void> pending_owner() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return pending_ ? owner_ : nullptr;
+  }
   // Binds the graph's result and clears the pending mark.
   void fulfil(std::shared_ptr<pjrt::Buffer> buf, hlo::ElemType elem);
-  void drop_pending() { pending_ = false; }
+  void drop_pending();
   hlo::ElemType raw_elem() const { return elem_; }
   bool raw_has_buffer() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -89,6 +99,7 @@ class Slot {
   // and copying a shared_ptr while another thread assigns it is a data race.
   mutable std::mutex mu_;
   std::shared_ptr<pjrt::Buffer> buffer_;
+  std::shared_ptr<void> owner_;  // the trace of the pending value (guarded by mu_)
   std::atomic<hlo::ElemType> elem_{hlo::ElemType::U8};
   int64_t accounted_ = 0;  // bytes reported to Runtime's memory accounting
   std::atomic<bool> pending_{false};

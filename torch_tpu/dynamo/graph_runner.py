@@ -1,86 +1,137 @@
 """Runs one AOTAutograd graph (forward, backward or inference) as one fused
-StableHLO program.
+StableHLO program, called directly after its first call.
 
-The graph builder is the Defer & Fuse recorder of the C++ core: with this
-thread in Defer & Fuse, calling each ATen op of the graph records a node whose
-lowering comes from the one registry (csrc/lower), and the final flush emits
-them all into one module, compiles it once and caches it by graph structure in
-the same fused-program cache the eager modes use. So the compiled mode, Strict
-Eager and Defer & Fuse share every lowering and every cached program.
+First call: the graph is recorded by the Defer & Fuse recorder of the C++ core.
+With this thread in Defer & Fuse, the GraphModule's generated Python calls each
+ATen op, recording a node whose lowering comes from the one registry
+(csrc/lower); the flush emits them all into one module, compiled once and cached
+by graph structure in the same fused-program cache the eager modes use. The
+code drops each intermediate after its last use, so only the graph's outputs
+are alive at the flush and everything else fuses away.
 
-Replay is the GraphModule's own generated Python: a straight-line sequence of
-`torch.ops.aten.*` calls that drops each intermediate after its last use, so
-only the graph's outputs are alive at the flush and everything else fuses away.
-Ops without a lowering run on the CPU through the normal fallback, which
-flushes the recorded prefix first: correct, but such a graph runs as more than
-one program (debug.report() names the op).
+The flush is then kept as a CompiledTrace (csrc/aten/compiled_trace.h): the
+executable plus how its parameters and outputs bind to the graph's inputs and
+results (input mutations, results aliasing inputs, RNG states, constants).
+Later calls bind the input tensors' buffers and launch it, with no ATen op
+dispatched or recorded; Dynamo's guards still decide when the graph applies,
+and a trace also declines inputs whose storage layout differs (then a new one
+is captured for that layout).
+
+Graphs that cannot be one program keep the recording path on every call: an op
+without a lowering (it runs on the CPU and cuts the graph), a data-dependent op,
+a `_c10d_functional` collective (host-staged transports flush), non-tensor
+inputs (symbolic sizes), CPU tensors inside the graph; debug.compiled_graphs()
+gives each graph's why_recorded.
 """
 import os
+
+import torch
 
 from .. import _C
 from . import graph_stats
 
 _DEFER_AND_FUSE = 1
-# Large enough that a compiled graph is never cut by the eager size bound.
-_UNBOUNDED = 1 << 40
+_MAX_TRACES = 8  # input layouts kept per graph (Dynamo recompiles on shape changes)
+
+
+def _why_not_direct(gm):
+    """Why the graph must be recorded on every call, judged from the FX graph
+    (None when it may become one directly called program)."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        ns = getattr(n.target, "namespace", None)
+        if ns == "_c10d_functional":
+            return f"collective {n.target} (host-staged transports run it on its own)"
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "cpu":
+            return f"{n.target} computes a CPU tensor inside the graph"
+    return None
+
+
+class _Direct:
+    """A CompiledTrace and how to rebuild the graph's return value around its results."""
+
+    def __init__(self, trace, outs):
+        self.trace = trace
+        self.seq = type(outs)
+        self.consts = [(i, o) for i, o in enumerate(outs) if not isinstance(o, torch.Tensor)]
+
+    def run(self, args):
+        res = self.trace.run(args)
+        for i, o in self.consts:
+            res[i] = o
+        return res if self.seq is list else self.seq(res)
 
 
 class CompiledGraph:
     """Called with the list of the graph's inputs (AOTAutograd's boxed calling
-    convention); it empties the list before the program runs so that saved
-    activations are released as soon as the program no longer needs them."""
+    convention); it empties the list before returning so that saved activations
+    are released as soon as the program no longer needs them."""
 
     def __init__(self, gm, kind):
         self._fn = gm.forward
         nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         ops = sorted({str(n.target) for n in nodes})
         self.record = graph_stats.new_record(kind, len(nodes), ops, gm.code)
+        self._direct = []
+        self._why_not = _why_not_direct(gm)
         self._dumped_fx = False
 
     def __call__(self, args):
+        for d in self._direct:
+            if d.trace.matches(args):
+                outs = d.run(args)
+                args.clear()
+                return outs
+        return self._record(args)
+
+    def _record(self, args):
+        rec = self.record
+        inputs = None
+        if self._why_not is None and len(self._direct) < _MAX_TRACES:
+            if all(isinstance(a, torch.Tensor) and a.device.type == "tpu" for a in args):
+                inputs = list(args)
+            else:
+                self._why_not = "inputs that are not tpu tensors (symbolic sizes, CPU scalars)"
+        dump = _C._dump_dir()
+        before_files = graph_stats.list_programs(dump) if dump else None
         # The override is set here, not by the caller: the backward graph runs on
         # autograd's device thread, which does not see the caller's override.
         prev_mode = _C._thread_mode()
         _C._set_thread_mode(_DEFER_AND_FUSE)
         try:
-            if _C._pending_nodes():
-                # Work recorded before the call runs on its own, so the compiled
-                # graph is exactly one program whose key is the graph alone.
-                _C._flush("before compiled graph")
-            limit = _C._max_graph_nodes()
-            _C._set_max_graph_nodes(_UNBOUNDED)
+            # Work recorded before the call runs on its own, so the compiled graph
+            # is exactly one program whose key is the graph alone.
+            runs = _C._begin_capture()
             try:
                 outs = self._fn(*args)
                 args.clear()
-            finally:
-                _C._set_max_graph_nodes(limit)
-            self._flush()
-        except BaseException:
-            if _C._pending_nodes():
-                _C._flush("compiled graph error")
-            raise
+            except BaseException:
+                _C._end_capture()  # what was recorded still runs
+                raise
+            if inputs is not None:
+                results = [o if isinstance(o, torch.Tensor) else None for o in outs]
+                trace, info, why = _C._capture(inputs, results, runs)
+                if trace is not None:
+                    self._direct.append(_Direct(trace, outs))
+                    rec.traces.append(trace)
+                else:
+                    self._why_not = why
+            else:
+                info = _C._end_capture()
         finally:
             _C._set_thread_mode(prev_mode)
-        return outs
-
-    def _flush(self):
-        rec = self.record
-        rec.calls += 1
-        dump = _C._dump_dir()
-        before_files = graph_stats.list_programs(dump) if dump else None
-        d0, m0 = _C._deferred_stats(), _C._metrics()
-        _C._flush("compiled graph")
-        d1 = _C._deferred_stats()
-        rec.cache_hits += d1["fused_cache_hits"] - d0["fused_cache_hits"]
-        misses = d1["fused_cache_misses"] - d0["fused_cache_misses"]
-        if misses:
-            rec.compiles += misses
-            m1 = _C._metrics()
-            # XLA compile time, or loading the executable from the disk cache.
-            rec.compile_seconds += sum(m1.get(k, 0.0) - m0.get(k, 0.0)
-                                       for k in ("compile_seconds", "disk_load_seconds"))
+        rec.recorded_calls += 1
+        rec.why_recorded = self._why_not
+        if info["compiled"]:
+            rec.compiles += 1
+            rec.compile_seconds += info["compile_seconds"]
+        elif info["ran"]:
+            rec.recorded_hits += 1
         if dump:
             self._note_dump(dump, before_files)
+        return outs
 
     def _note_dump(self, dump, before_files):
         new = sorted(graph_stats.list_programs(dump) - before_files)
