@@ -405,6 +405,16 @@ def table(results, args):
     return "\n".join(lines)
 
 
+def write(args, text, results):
+    with open(args.out + ".md", "w") as f:
+        f.write(text + "\n")
+    with open(args.out + ".json", "w") as f:
+        json.dump(dict(config=dict(layers=args.layers, width=args.width, heads=args.heads,
+                                   context=args.context, batch=args.batch, vocab=args.vocab,
+                                   steps=args.steps, warmup=args.warmup),
+                       results=results), f, indent=1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -452,15 +462,10 @@ def main():
         for kind in kinds:
             results[kind] = measure(modes, args, kind == "train")
             loss_gap(results[kind])
-    text = table(results, args)
+            # Written after each step kind: a long run that is stopped keeps what it measured.
+            text = table(results, args)
+            write(args, text, results)
     print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
-    with open(args.out + ".json", "w") as f:
-        json.dump(dict(config=dict(layers=args.layers, width=args.width, heads=args.heads,
-                                   context=args.context, batch=args.batch, vocab=args.vocab,
-                                   steps=args.steps, warmup=args.warmup),
-                       results=results), f, indent=1)
     print(f"wrote {args.out}.md and {args.out}.json")
 
 
