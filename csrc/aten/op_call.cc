@@ -107,7 +107,7 @@ TensorRef Call::tensor_ref(const at::Tensor& t, size_t i) {
     // storage stays pending; only uninitialised memory becomes zeros.
     if (deferred ? !slot->pending() && !slot->raw_has_buffer() : !slot->has_buffer())
       materialize_zeros(slot.get(), t.scalar_type());
-    r.layout = layout_of(t);
+    if (want_descs) r.layout = layout_of(t);
     r.input = slot_input(slot);
     key.push_back('t');
     put(key, static_cast<int8_t>(r.dtype));
@@ -176,8 +176,11 @@ static hlo::Precision matmul_precision() {
 
 void Call::walk() {
   key.clear();
+  key.reserve(256);  // one allocation: a key is tens to a few hundred bytes
   inputs.clear();
-  descs.assign(nargs, ArgDesc{});
+  inputs.reserve(nargs + 1);
+  if (want_descs) descs.assign(nargs, ArgDesc{});
+  else descs.clear();
   put(key, static_cast<const void*>(&op.schema()));
   precision = matmul_precision();
   put(key, static_cast<int8_t>(precision));
@@ -186,7 +189,8 @@ void Call::walk() {
   put(key, static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = arg(i);
-    ArgDesc& d = descs[i];
+    if (!want_descs) scratch_.list.clear();
+    ArgDesc& d = want_descs ? descs[i] : scratch_;
     switch (info.arg_class[i]) {
       case ArgClass::kTensor:
         // Unboxed callers pass an absent Tensor? as an undefined tensor.

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,14 +73,15 @@ struct Entry {
   std::vector<lower::CheckSpec> checks;
 
   // The single-op program, compiled on first use. Threads running the same op
-  // signature at once share one Entry: one compiles while the others wait, and
-  // each gets its own reference, so an executable is never replaced (and freed)
-  // while another thread launches it.
-  std::shared_ptr<pjrt::Executable> executable(const std::string& what);
+  // signature at once share one Entry: one compiles while the others wait. The
+  // executable is never replaced, so it lives as long as the Entry (which the
+  // caller holds).
+  const pjrt::Executable& executable(const std::string& what);
 
  private:
   std::mutex exe_mu_;
   std::shared_ptr<pjrt::Executable> exe_;
+  std::atomic<const pjrt::Executable*> ready_{nullptr};
 };
 
 // Everything needed to emit an op later, holding no tensor (so that recording
@@ -100,6 +102,10 @@ struct Call {
   torch::jit::Stack* stack;
   size_t nargs;
   bool deferred = false;  // pending storages are inputs, not materialised
+  // Whether walk() fills `descs` (what emitting the op needs). A Strict Eager call
+  // whose program is cached needs only the key and the inputs; it walks again
+  // with descriptors on a miss.
+  bool want_descs = true;
   int device = -1;
   std::string key;
   hlo::Precision precision = hlo::Precision::HIGHEST;
@@ -117,6 +123,7 @@ struct Call {
   OpRecord take_record();
 
  private:
+  ArgDesc scratch_;  // stands in for descs[i] when descriptors are not wanted
   int slot_input(const std::shared_ptr<engine::Slot>& slot);
   TensorRef tensor_ref(const at::Tensor& t, size_t i);
   int scalar_input(const c10::Scalar& s);

@@ -44,22 +44,25 @@ std::vector<std::shared_ptr<pjrt::Buffer>> input_buffers(Call& c) {
 }
 
 void run_strict(Call& c) {
+  c.want_descs = false;  // a hit needs the key and the inputs only
   prepare(c);
   std::shared_ptr<Entry> e = entry_cache().find(c.key);
   if (e) {
     engine::metrics().cache_hits++;
   } else {
     engine::metrics().cache_misses++;
+    c.want_descs = true;  // emitting the op reads the argument descriptors
+    c.walk();
     e = entry_for(c);
   }
-  std::shared_ptr<pjrt::Executable> exe = e->executable(c.info.name);
+  const pjrt::Executable& exe = e->executable(c.info.name);
   engine::metrics().ops_executed++;
   draw_rng(c, *e);
   auto bufs = input_buffers(c);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*exe, raw, c.device, c.info.name);
+  auto outs = engine::launch(exe, raw, c.device, c.info.name);
   if (!e->checks.empty()) {
     engine::PendingChecks p;
     p.flags = outs.back();
@@ -88,10 +91,16 @@ void run_strict(Call& c) {
 
 }  // namespace
 
-std::shared_ptr<pjrt::Executable> Entry::executable(const std::string& what) {
+const pjrt::Executable& Entry::executable(const std::string& what) {
+  // Set once and never replaced, so after the first call no lock is needed; the
+  // caller's reference to the Entry keeps the executable alive.
+  if (const pjrt::Executable* ready = ready_.load(std::memory_order_acquire)) return *ready;
   std::lock_guard<std::mutex> g(exe_mu_);
-  if (!exe_) exe_ = engine::compile_program(mlir, what);
-  return exe_;
+  if (!exe_) {
+    exe_ = engine::compile_program(mlir, what);
+    ready_.store(exe_.get(), std::memory_order_release);
+  }
+  return *exe_;
 }
 
 std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device) {
