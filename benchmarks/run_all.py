@@ -18,10 +18,11 @@ A row that cannot run (a mode or precision the backend lacks) says why instead.
 
     python benchmarks/run_all.py                  # full: each row in a fresh process,
                                                   #   empty compile caches (cold first step)
-    python benchmarks/run_all.py --quick          # small models, all tpu rows in one process
-                                                  #   (the on-disk compile cache kept), CPU rows
-                                                  #   in another; inductor skipped; bf16 only
-                                                  #   for Defer & Fuse and CPU eager
+    python benchmarks/run_all.py --quick          # small models, 3 timed steps, all tpu rows
+                                                  #   in one process (the on-disk compile cache
+                                                  #   kept), CPU rows in another; every model in
+                                                  #   every tpu mode and CPU eager; inductor
+                                                  #   skipped; bf16 for Defer & Fuse training
     python benchmarks/run_all.py --json out.json --models mingpt --modes compiled,cpu_eager
     python benchmarks/run_all.py --kinds train --precisions fp32,bf16   # training only
 """
@@ -47,7 +48,7 @@ PRECISIONS = ("fp32", "bf16")
 
 PRESETS = {  # suite size -> timed steps, warm-up steps, matmul size for the peak
     "full": dict(steps=10, warmup=3, matmul=2048, isolate="row"),
-    "quick": dict(steps=5, warmup=2, matmul=1024, isolate="suite"),
+    "quick": dict(steps=3, warmup=2, matmul=512, isolate="suite"),
     "smoke": dict(steps=2, warmup=2, matmul=128, isolate="suite"),
 }
 
@@ -62,10 +63,11 @@ def child(spec):
         import torch
         torch.set_num_threads(spec["cpu_threads"])
     for job in spec["jobs"]:
-        if job["what"] == "calibrate":
-            out = dict(peak_flops={d: matmul_peak(d, spec["matmul"]) for d in ("tpu", "cpu")},
-                       flops={f"{m}/{k}": _flops(count_step_flops, m, k, spec["size"])
-                              for m in spec["models"] for k in kinds(m, spec["kinds"])})
+        if job["what"] == "calibrate":  # the device's matmul peak; on cpu, also the FLOP counts
+            out = dict(peak_flops={job["device"]: matmul_peak(job["device"], spec["matmul"])})
+            if job["device"] == "cpu":
+                out["flops"] = {f"{m}/{k}": _flops(count_step_flops, m, k, spec["size"])
+                                for m in spec["models"] for k in kinds(m, spec["kinds"])}
         else:
             out = measure(job["model"], job["kind"], job["mode"], spec["size"], spec["steps"],
                           spec["warmup"], job["precision"])
@@ -119,7 +121,12 @@ def spawn(spec, cache_root, fresh_caches, timeout, on_result):
 
 
 def plan(args):
-    """(the calibration job, the row jobs, jobs skipped with a reason)."""
+    """(the calibration jobs, the row jobs, jobs skipped with a reason). --quick and
+    --smoke keep every model in every mode, float32, and reduce the rest: inductor is
+    skipped (named in the table) and bf16 is measured for Defer & Fuse training only;
+    --quick also compiles only the training step (Dynamo's tracing of the inference and
+    decode steps, 5-40 s each on a small CPU, is most of what the compiled rows cost),
+    unless --inductor / --all-bf16 / --all-compiled ask for them."""
     rows, skipped = [], {}
     for model in args.models:
         for kind in kinds(model, args.kinds):
@@ -130,12 +137,34 @@ def plan(args):
                         skipped[json.dumps(job, sort_keys=True)] = (
                             f"skipped by --{args.size}: inductor's C++ compile takes minutes "
                             f"on a small CPU; run the full suite or add --inductor")
+                    elif (mode == "compiled" and kind != "train" and args.size == "quick"
+                          and not args.all_compiled):
+                        skipped[json.dumps(job, sort_keys=True)] = (
+                            "skipped by --quick: compiled rows measure the training step; "
+                            "run the full suite or add --all-compiled")
                     elif (precision == "bf16" and args.size != "full" and not args.all_bf16
-                          and mode not in ("defer_and_fuse", "cpu_eager")):
-                        continue  # --quick/--smoke: bf16 for the default mode and its baseline
+                          and (mode, kind) != ("defer_and_fuse", "train")):
+                        continue  # --quick/--smoke: bf16 for the default mode's training step
                     else:
                         rows.append(job)
-    return dict(what="calibrate"), rows, skipped
+    devices = ("tpu",) * any(j["mode"] in TPU_MODES for j in rows) + ("cpu",)
+    cal = {d: dict(what="calibrate", device=d) for d in devices}
+    return cal, rows, skipped
+
+
+LOAD_AT_START = os.getloadavg()
+
+
+def cpu_threads(asked):
+    """The thread count for PyTorch's CPU kernels: `asked`, or None (PyTorch's default,
+    one per core) on a quiet machine, or 1 when more threads are runnable than there are
+    cores (the 1-minute load average above the CPU count). Then PyTorch's parallel
+    kernels wait at every OpenMP barrier for a thread the OS has descheduled: measured
+    on a 2-core machine at load 19, a minGPT training step took 2.2 s with 2 threads
+    and 0.05 s with 1. The JSON records the choice and the load."""
+    if asked:
+        return asked
+    return 1 if LOAD_AT_START[0] > (os.cpu_count() or 1) else None
 
 
 def key(job):
@@ -184,7 +213,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small models, under two minutes")
+    size.add_argument("--quick", action="store_true", help="small models, fewer steps: under three minutes")
     size.add_argument("--smoke", action="store_true", help="tiny models, 2 steps (tests)")
     p.add_argument("--json", default="run_all.json", help="where to write the results")
     p.add_argument("--models", default=",".join(MODELS))
@@ -194,6 +223,8 @@ def main():
     p.add_argument("--all-bf16", action="store_true",
                    help="with --quick/--smoke, bf16 rows for every mode (default: Defer & Fuse "
                         "and CPU eager only)")
+    p.add_argument("--all-compiled", action="store_true",
+                   help="with --quick, compiled rows for every step (default: training only)")
     p.add_argument("--png", help="where to write the chart (default: the JSON path with .png)")
     p.add_argument("--kinds", default=",".join(KINDS),
                    help="steps to measure: train, infer, decode (decode: Llama and Qwen only)")
@@ -205,8 +236,8 @@ def main():
     p.add_argument("--inductor", action="store_true",
                    help="also run cpu_inductor with --quick/--smoke")
     p.add_argument("--cpu-threads", type=int,
-                   help="torch.set_num_threads for the CPU rows (default: PyTorch's own choice; "
-                        "on a busy machine with few cores, 1 can be many times faster)")
+                   help="torch.set_num_threads in the benchmark processes (default: PyTorch's "
+                        "own choice, or 1 when the machine is oversubscribed: see cpu_threads())")
     p.add_argument("--timeout", type=int, default=1200, help="seconds per child process")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -232,23 +263,33 @@ def main():
         if m not in MODELS:
             p.error(f"unknown model {m!r}: choose from {', '.join(MODELS)}")
     isolate = args.isolate or preset["isolate"]
+    args.cpu_threads = cpu_threads(args.cpu_threads)
     spec = dict(size=args.size, steps=args.steps or preset["steps"],
                 warmup=max(1, args.warmup or preset["warmup"]), matmul=preset["matmul"],
                 models=args.models, kinds=args.kinds, cpu_threads=args.cpu_threads)
-    cal_job, rows, skipped = plan(args)
+    cal_jobs, rows, skipped = plan(args)
     print(f"torch_tpu benchmark suite ({args.size}): {', '.join(describe(m, args.size) for m in args.models)}; "
           f"median of {spec['steps']} steps after {spec['warmup']} warm-up; "
           f"{'a fresh process and empty compile caches per row' if isolate == 'row' else 'one process for tpu rows, one for CPU rows, on-disk compile caches kept'}; "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs at load {LOAD_AT_START[0]:.1f}, "
+          f"{args.cpu_threads or 'default'} PyTorch CPU threads", flush=True)
 
     results, cal = {}, {}
-    bar = tqdm(range(1 + len(rows)), desc="benchmarks", dynamic_ncols=True)
+    bar = tqdm(range(len(cal_jobs) + len(rows)), desc="benchmarks", dynamic_ncols=True)
     it = iter(bar)
     next(it)
 
+    last = [time.perf_counter()]
+
     def on_result(job, result):
+        now = time.perf_counter()
+        result["wall_s"] = now - last[0]  # this row's share of the suite's wall time
+        last[0] = now
         if job["what"] == "calibrate":
-            cal.update(result)
+            if "error" in result:
+                cal["error"] = f"{job['device']}: {result['error']}"
+            cal.setdefault("peak_flops", {}).update(result.get("peak_flops", {}))
+            cal.setdefault("flops", {}).update(result.get("flops", {}))
         else:
             results[key(job)] = result
             bar.set_postfix_str(" ".join(key(job)))
@@ -257,16 +298,20 @@ def main():
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="torch_tpu_bench_") as cache:
         if isolate == "row":
-            for job in [cal_job] + rows:
+            spawn(dict(spec, jobs=list(cal_jobs.values())), cache, True, args.timeout, on_result)
+            for job in rows:
                 spawn(dict(spec, jobs=[job]), cache, True, args.timeout, on_result)
         else:
-            # Three processes, not one: the PJRT CPU client's worker threads, once
+            # Two processes, not one: the PJRT CPU client's worker threads, once
             # started, take cores from PyTorch's own CPU kernels in the same process.
+            # Each calibrates its own device first (the CPU one also counts FLOPs).
             tpu_rows = [j for j in rows if j["mode"] in TPU_MODES]
             cpu_rows = [j for j in rows if j["mode"] not in TPU_MODES]
-            for jobs in ([cal_job], tpu_rows, cpu_rows):
-                if jobs:
-                    spawn(dict(spec, jobs=jobs), cache, False, args.timeout, on_result)
+            if tpu_rows:
+                spawn(dict(spec, jobs=[cal_jobs["tpu"]] + tpu_rows), cache, False, args.timeout,
+                      on_result)
+            spawn(dict(spec, jobs=[cal_jobs["cpu"]] + cpu_rows), cache, False, args.timeout,
+                  on_result)
     for job_key, reason in skipped.items():
         results[key(json.loads(job_key))] = dict(error=reason)
     order = {k: i for i, k in enumerate(
@@ -282,7 +327,8 @@ def main():
           + ", ".join(f"{d} {v / 1e9:.1f} GFLOP/s" for d, v in peaks.items())
           + f"; suite took {elapsed:.0f} s\n")
     print(table(results, cal, args.size))
-    out = dict(suite=args.size, isolate=isolate, cpu_threads=args.cpu_threads or "default", seconds=elapsed, steps=spec["steps"],
+    out = dict(suite=args.size, isolate=isolate, cpu_threads=args.cpu_threads or "default",
+               load_average=LOAD_AT_START, seconds=elapsed, steps=spec["steps"],
                warmup=spec["warmup"], cpus=os.cpu_count(), machine=platform.machine(),
                python=platform.python_version(), torch=torch.__version__,
                tpu_platform=_platform_name(),

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 
 _LM = dict(full=dict(vocab=512, hidden=256, inter=512, layers=4, heads=8, kv=4, seq=128, batch=4,
                      prompt=16, new=16),
-           quick=dict(vocab=256, hidden=64, inter=128, layers=2, heads=4, kv=2, seq=32, batch=4,
-                      prompt=8, new=8),
+           quick=dict(vocab=256, hidden=64, inter=128, layers=1, heads=4, kv=2, seq=32, batch=4,
+                      prompt=8, new=4),  # each new length is a program: few keep --quick short
            smoke=dict(vocab=128, hidden=32, inter=64, layers=1, heads=4, kv=2, seq=16, batch=2,
                       prompt=4, new=4))
 SIZES = {
@@ -30,8 +30,9 @@ SIZES = {
                  dlrm=dict(tables=(1_000_000, 100_000, 10_000, 1_000, 100, 10), dim=16, batch=256),
                  unet=dict(width=32, image=16, batch=32, timesteps=200),
                  lm=_LM["full"]),
-    "quick": dict(gpt=dict(layers=2, width=64, heads=4, context=32, batch=8, vocab=65),
-                  resnet=dict(width=8, image=16, batch=16, blocks=(2, 2, 2, 2)),
+    # quick: one block per stage or layer (tracing and compiling grow with the depth)
+    "quick": dict(gpt=dict(layers=1, width=64, heads=4, context=32, batch=8, vocab=65),
+                  resnet=dict(width=8, image=16, batch=16, blocks=(1, 1, 1, 1)),
                   dlrm=dict(tables=(100_000, 1_000, 100, 10), dim=16, batch=128),
                   unet=dict(width=8, image=8, batch=8, timesteps=50),
                   lm=_LM["quick"]),

@@ -8,16 +8,22 @@ trained here with `tokenizers`, then generate() with a KV cache.
 
 Prints the training loss and tokens/s, then the prefill and decode tokens/s of
 generate() and a sample. --check trains a few steps on the device and on the CPU from
-the same weights and asserts that the losses agree.
+the same weights and asserts that the losses agree. The flags, the training loop, its
+progress bar and --check are examples/harness.py's, as in the other examples (--amp
+off|bf16|fp16; `none` is another name for off).
 """
 import argparse
 import os
+import sys
 import time
 
-import torch
-import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from tqdm import tqdm
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+from examples import harness  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "mingpt", "corpus.txt")
 
@@ -54,27 +60,33 @@ def batches(data, batch, seq, steps, seed):
         yield torch.stack([data[s:s + seq] for s in starts.tolist()])
 
 
-def train(model, data, args, device, steps, bar=True):
-    model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    step_fn = model
-    if args.mode == "compile" and device != "cpu":
-        step_fn = torch.compile(model, backend="tpu")
-    losses, tokens, start = [], 0, time.perf_counter()
+class CausalLM(torch.nn.Module):
+    """The Hugging Face model called the way examples/harness.py's training loop calls
+    a model: model(input_ids, labels) -> (logits, loss); the model itself is `.hf`."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids, labels):
+        out = self.hf(input_ids=input_ids, labels=labels)
+        return out.logits, out.loss
+
+
+def train(args, vocab, data, device, mode, steps, quiet=False):
+    """Trains `steps` steps from the seed's weights on the same batches on every
+    device; returns harness.train_loop's (model, callable model, losses, seconds per step)."""
+    def build(dev):
+        torch.manual_seed(args.seed)  # the same initial weights on every device
+        model = CausalLM(build_model(args.arch, vocab, args.width, args.depth, args.seq)).to(dev)
+        return model, torch.optim.AdamW(model.parameters(), lr=args.lr or 3e-3)
     it = batches(data, args.batch, args.seq, steps, seed=1)
-    pbar = tqdm(it, total=steps, desc=f"train {args.arch} on {device}", disable=not bar)
-    for ids in pbar:
-        ids = ids.to(device)
-        with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
-                            enabled=args.amp == "bf16"):
-            loss = step_fn(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        tokens += ids.numel()
-        pbar.set_postfix_str(f"loss {losses[-1]:.3f} {tokens / (time.perf_counter() - start):.0f} tok/s")
-    return losses, tokens / (time.perf_counter() - start)
+
+    def next_batch():
+        ids = next(it)
+        return ids, ids  # the labels are the inputs: Transformers shifts them itself
+    return harness.train_loop(build, next_batch, device, mode, steps,
+                              f"train {args.arch} on {device} {mode}", quiet, args.amp)
 
 
 def generate(model, tok, prompt, device, new_tokens):
@@ -99,48 +111,35 @@ def generate(model, tok, prompt, device, new_tokens):
 
 
 def main(default_arch="llama"):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_common_args(p, steps=60, batch=8, width=128, depth=2)
     p.add_argument("--arch", default=default_arch, choices=["llama", "qwen3"])
-    p.add_argument("--device", default="tpu")
-    p.add_argument("--mode", default="defer_and_fuse", choices=["defer_and_fuse", "strict_eager", "compile"])
-    p.add_argument("--amp", default="none", choices=["none", "bf16"])
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--depth", type=int, default=2)
     p.add_argument("--vocab", type=int, default=512)
-    p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--new-tokens", type=int, default=24)
-    p.add_argument("--check", action="store_true", help="a few steps on the device and on the CPU must agree")
     args = p.parse_args()
 
-    if args.device.startswith("tpu"):
-        import torch_tpu
-        torch_tpu.set_execution_mode("strict_eager" if args.mode == "compile" else args.mode)
+    harness.announce(args.device)
     text = open(CORPUS, encoding="utf-8").read()
     tok = train_tokenizer(text, args.vocab)
     data = torch.tensor(tok.encode(text).ids)
     vocab = tok.get_vocab_size()
-    print(f"corpus: {len(text)} characters -> {len(data)} BPE tokens (vocabulary {vocab})")
+    print(f"corpus: {len(text)} characters -> {len(data)} BPE tokens (vocabulary {vocab}); "
+          f"device {args.device}, mode {args.mode}, amp {args.amp}")
 
-    torch.manual_seed(0)
-    model = build_model(args.arch, vocab, args.width, args.depth, args.seq)
     if args.check:
-        steps = min(args.steps, 4)
-        ref = build_model(args.arch, vocab, args.width, args.depth, args.seq)
-        ref.load_state_dict(model.state_dict())
-        got, _ = train(model, data, args, args.device, steps, bar=False)
-        want, _ = train(ref, data, args, "cpu", steps, bar=False)
-        tol = 3e-2 if args.amp == "bf16" else 1e-3
-        for i, (a, b) in enumerate(zip(got, want)):
-            assert abs(a - b) <= tol * max(abs(b), 1), f"step {i}: {args.device} loss {a} vs CPU {b}"
-        print(f"check passed: {steps} steps on {args.device} match the CPU "
-              f"(losses {', '.join(f'{x:.4f}' for x in got)})")
+        args.check_steps = min(args.steps, args.check_steps)
+        harness.check(lambda *a: train(args, vocab, data, *a), args, rtol=1e-3)
+        print(f"check passed: {args.check_steps} steps on {args.device} match the CPU")
         return
-    losses, tok_s = train(model, data, args, args.device, args.steps)
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, {tok_s:.0f} training tokens/s")
-    sample, prefill, decode = generate(model, tok, "A grey heron", args.device, args.new_tokens)
+    model, _, losses, times = train(args, vocab, data, args.device, args.mode, args.steps,
+                                    quiet=args.quiet)
+    tok_s, timed = harness.throughput(times, args.batch * args.seq)
+    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; first step {times[0]:.2f} s (includes "
+          f"compiling), {tok_s:.0f} training tokens/s over the {timed} steps after it")
+    sample, prefill, decode = generate(model.hf, tok, "A grey heron", args.device,
+                                       args.new_tokens)
     print(f"generate: prefill {prefill:.0f} tokens/s, decode {decode:.1f} tokens/s (KV cache)")
     print("sample: A grey heron" + sample)
 
