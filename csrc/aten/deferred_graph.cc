@@ -196,17 +196,46 @@ std::string locate_compile_failure(Graph& g) {
   return describe_node(g, hi - 1);
 }
 
+// Where each node of a graph being run came from (moved out of the nodes,
+// which are cleared after the launch): for the messages of its device-side
+// checks and of a run-time failure, both reported later.
+struct NodeSite {
+  const OpInfo* info;
+  PyStack stack;
+};
+using NodeSites = std::shared_ptr<std::vector<NodeSite>>;
+
+// "recorded at" text of a fused graph that failed at run time: each distinct
+// Python line and the ops recorded there, in recording order.
+std::string describe_sites(const std::vector<NodeSite>& sites) {
+  std::vector<std::pair<std::string, std::string>> lines;  // (stack text, ops)
+  std::unordered_map<std::string, size_t> at;
+  for (const auto& s : sites) {
+    std::string text = s.stack.empty() ? "  (no Python frame: autograd's backward, or "
+                                         "TORCH_TPU_DEFER_STACKS=0)\n"
+                                       : s.stack.format();
+    auto it = at.find(text);
+    if (it == at.end()) {
+      at.emplace(text, lines.size());
+      lines.emplace_back(text, s.info->name);
+    } else if (lines[it->second].second.size() < 200) {
+      lines[it->second].second += ", " + s.info->name;
+    }
+  }
+  std::string out = "Defer & Fuse: the graph's " + std::to_string(sites.size()) +
+                    " ops were recorded at (most recent call last):";
+  const size_t shown = std::min<size_t>(lines.size(), 20);
+  for (size_t i = 0; i < shown; ++i) out += "\n" + lines[i].second + ":\n" + lines[i].first;
+  if (shown < lines.size()) out += "\n... and " + std::to_string(lines.size() - shown) + " more lines";
+  return out;
+}
+
 // Hands a launched fused program's check flags to engine/device_checks.h, with
 // what names each check's node and the Python line that recorded it.
 void register_checks(const Graph& g, const FusedProgram& prog, std::shared_ptr<pjrt::Buffer> flags,
-                     int device) {
-  struct Site {
-    std::string op;
-    PyStack stack;
-    size_t node;
-  };
-  auto sites = std::make_shared<std::vector<Site>>();
+                     int device, const NodeSites& nodes) {
   auto entries = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
+  auto check_nodes = std::make_shared<std::vector<size_t>>(prog.check_nodes);
   engine::PendingChecks p;
   size_t prev = SIZE_MAX, j = 0;
   for (size_t node : prog.check_nodes) {
@@ -215,15 +244,15 @@ void register_checks(const Graph& g, const FusedProgram& prog, std::shared_ptr<p
     const Node& n = g.nodes[node];
     entries->push_back(n.entry);
     p.specs.push_back(&n.entry->checks.at(j));
-    sites->push_back(Site{n.rec.info->name, n.stack, node});
   }
   const size_t total = g.nodes.size();
   p.flags = std::move(flags);
   p.keep = entries;
-  p.where = [sites, total](size_t i) {
-    const Site& s = (*sites)[i];
-    std::string d = "node " + std::to_string(s.node + 1) + " of " + std::to_string(total) + " (" +
-                    s.op + ") of a fused graph, ";
+  p.where = [nodes, check_nodes, total](size_t i) {
+    const size_t node = (*check_nodes)[i];
+    const NodeSite& s = (*nodes)[node];
+    std::string d = "node " + std::to_string(node + 1) + " of " + std::to_string(total) + " (" +
+                    s.info->name + ") of a fused graph, ";
     if (s.stack.empty()) return d + "recorded without a Python frame (by autograd's backward, or with TORCH_TPU_DEFER_STACKS=0)";
     return d + "recorded at (most recent call last):\n" + s.stack.format();
   };
@@ -265,8 +294,12 @@ void run_graph(Graph& g, const std::string& reason) {
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*prog->exe, raw, device, what);
-  if (!prog->check_nodes.empty()) register_checks(g, *prog, outs.back(), device);
+  auto sites = std::make_shared<std::vector<NodeSite>>();
+  sites->reserve(g.nodes.size());
+  for (auto& n : g.nodes) sites->push_back(NodeSite{n.rec.info, std::move(n.stack)});
+  auto outs = engine::launch(*prog->exe, raw, device, what,
+                             [sites] { return describe_sites(*sites); });
+  if (!prog->check_nodes.empty()) register_checks(g, *prog, outs.back(), device, sites);
   for (size_t j = 0; j < outputs.size(); ++j) {
     auto& s = g.slots[outputs[j]].slot;
     s->fulfil(outs[j], s->raw_elem());
