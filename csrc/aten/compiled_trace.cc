@@ -88,6 +88,7 @@ std::shared_ptr<CompiledTrace> CompiledTrace::capture(const std::vector<at::Tens
   auto ct = std::make_shared<CompiledTrace>();
   ct->exe_ = info.prog->exe;
   ct->checks_ = info.checks;
+  ct->where_ = info.where;
   ct->device_ = info.device;
 
   std::unordered_map<engine::Slot*, int> input_of;
@@ -260,7 +261,7 @@ std::vector<at::Tensor> CompiledTrace::run(const std::vector<at::Tensor>& inputs
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*exe_, raw, device_, "a compiled graph");
+  auto outs = engine::launch(*exe_, raw, device_, "a compiled graph", where_);
   bufs.clear();
   if (checks_) register_checks(checks_, outs.back(), device_);
   calls_++;

@@ -82,6 +82,7 @@ class CompiledTrace {
 
   std::shared_ptr<pjrt::Executable> exe_;
   std::shared_ptr<CheckSites> checks_;
+  std::function<std::string()> where_;  // its ops and lines, for a failed launch
   int device_ = 0;
   std::vector<InputSig> sig_;
   std::vector<ParamBind> params_;

@@ -1,4 +1,5 @@
-// Ops whose result shape depends on the data (nonzero, masked_select): a
+// Ops whose result shape depends on the data (nonzero, masked_select,
+// bincount): a
 // compiled program needs static shapes, so these synchronise and size on the
 // host -- download the inputs, compute there, upload the result. Like CUDA,
 // they are sync points. equal returns a host bool: the comparison runs on the
@@ -35,6 +36,38 @@ at::Tensor nonzero_kernel(const at::Tensor& self) {
 at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) {
   check_same_device("aten::masked_select", self, mask, "mask");
   return upload_like(at::masked_select(to_host(self), to_host(mask)), self);
+}
+
+// bincount(self, weights, minlength): counts (or summed weights) of each value
+// of a 1-d non-negative integer tensor, in max(minlength, max + 1) bins. The
+// size is data-dependent, so like nonzero this reads to the host: the input's
+// min and max, one two-element read, which is also where a negative value is
+// refused (exactly, before anything is counted); the counting itself is an
+// index_add_ on the device (whose index check can then never fire).
+at::Tensor bincount_kernel(const at::Tensor& self, const std::optional<at::Tensor>& weights_opt,
+                           int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "bincount: minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && c10::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  at::Tensor weights = weights_opt.has_value() ? *weights_opt : at::Tensor();
+  at::ScalarType out_type = at::kLong;
+  if (weights.defined()) {
+    check_same_device("aten::bincount", self, weights, "weights");
+    TORCH_CHECK(weights.dim() == 1 && weights.size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+    out_type = c10::isFloatingType(weights.scalar_type()) ? weights.scalar_type() : at::kDouble;
+  }
+  int64_t bins = minlength;
+  if (self.numel() > 0) {
+    at::Tensor range = to_host(at::stack({self.min(), self.max()}).to(at::kLong));
+    const int64_t* mm = range.const_data_ptr<int64_t>();
+    TORCH_CHECK(mm[0] >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    bins = std::max(bins, mm[1] + 1);
+  }
+  at::Tensor out = at::zeros({bins}, self.options().dtype(out_type));
+  if (self.numel() == 0) return out;
+  at::Tensor add = weights.defined() ? weights.to(out_type) : at::ones_like(self, out_type);
+  return out.index_add_(0, self.to(at::kLong), add);
 }
 
 // equal(self, other): same sizes and every element equal (after type
@@ -74,6 +107,7 @@ void register_data_dependent_kernels(torch::Library& m) {
   m.impl("nonzero", TORCH_FN(nonzero_kernel));
   m.impl("masked_select", TORCH_FN(masked_select_kernel));
   m.impl("equal", TORCH_FN(equal_kernel));
+  m.impl("bincount", TORCH_FN(bincount_kernel));
 }
 
 }  // namespace tpu::aten

@@ -198,6 +198,39 @@ std::string locate_compile_failure(Trace& g) {
   return describe_node(g, hi - 1);
 }
 
+// Where each node of a graph being run came from (moved out of the nodes,
+// which are cleared after the launch): for the messages of its device-side
+// checks and of a run-time failure, both reported later.
+struct NodeSite {
+  const OpInfo* info;
+  PyStack stack;
+};
+
+// "recorded at" text of a fused graph that failed at run time: each distinct
+// Python line and the ops recorded there, in recording order.
+std::string describe_sites(const std::vector<NodeSite>& sites) {
+  std::vector<std::pair<std::string, std::string>> lines;  // (stack text, ops)
+  std::unordered_map<std::string, size_t> at;
+  for (const auto& s : sites) {
+    std::string text = s.stack.empty() ? "  (no Python frame: autograd's backward, or "
+                                         "TORCH_TPU_DEFER_STACKS=0)\n"
+                                       : s.stack.format();
+    auto it = at.find(text);
+    if (it == at.end()) {
+      at.emplace(text, lines.size());
+      lines.emplace_back(text, s.info->name);
+    } else if (lines[it->second].second.size() < 200) {
+      lines[it->second].second += ", " + s.info->name;
+    }
+  }
+  std::string out = "Defer & Fuse: the graph's " + std::to_string(sites.size()) +
+                    " ops were recorded at (most recent call last):";
+  const size_t shown = std::min<size_t>(lines.size(), 20);
+  for (size_t i = 0; i < shown; ++i) out += "\n" + lines[i].second + ":\n" + lines[i].first;
+  if (shown < lines.size()) out += "\n... and " + std::to_string(lines.size() - shown) + " more lines";
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<CheckSites> check_sites(const Trace& g, const FusedProgram& prog) {
@@ -272,12 +305,16 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*prog->exe, raw, device, what);
+  // The check sites copy their nodes' stacks; then every node's stack moves into
+  // the list a run-time failure of this launch is described from.
   std::shared_ptr<CheckSites> checks;
-  if (!prog->check_nodes.empty()) {
-    checks = check_sites(g, *prog);
-    register_checks(checks, outs.back(), device);
-  }
+  if (!prog->check_nodes.empty()) checks = check_sites(g, *prog);
+  auto sites = std::make_shared<std::vector<NodeSite>>();
+  sites->reserve(g.nodes.size());
+  for (auto& n : g.nodes) sites->push_back(NodeSite{n.rec.info, std::move(n.stack)});
+  std::function<std::string()> where = [sites] { return describe_sites(*sites); };
+  auto outs = engine::launch(*prog->exe, raw, device, what, where);
+  if (checks) register_checks(checks, outs.back(), device);
   for (size_t j = 0; j < outputs.size(); ++j) {
     auto& s = g.slots[outputs[j]].slot;
     s->fulfil(outs[j], s->raw_elem());
@@ -306,6 +343,7 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
     }
     info->params = std::move(g.params);
     info->checks = checks;
+    info->where = std::move(where);
     info->device = device;
   }
 }

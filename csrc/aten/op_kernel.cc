@@ -210,6 +210,9 @@ void raise_device_check_failures(int device) {
     engine::raise_failed_checks(device);
   } catch (const engine::CheckFailure& f) {
     throw_check_failure(f);
+  } catch (const pjrt::Error& e) {  // an asynchronous run-time failure
+    if (e.is_out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    TORCH_CHECK(false, e.what());
   }
 }
 

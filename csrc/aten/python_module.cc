@@ -140,6 +140,9 @@ PYBIND11_MODULE(_C, m) {
     guarded([&] { tpu::engine::compile_program(mlir, what); return 0; });
   });
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
+  // Fault injection (tests): launches whose op names contain `text` fail
+  // asynchronously on the device ("" : off); see engine/async_errors.h.
+  m.def("_debug_fail_execute", &tpu::engine::set_fail_execute);
   // Device-side checks (TORCH_TPU_CHECKS): programs built under the old setting
   // are dropped so that every later program follows the new one.
   m.def("_device_checks_enabled", [] { return tpu::lower::checks_enabled(); });

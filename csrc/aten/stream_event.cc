@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "aten/deferred_graph.h"
+#include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
 #include "engine/executor.h"
 #include "engine/runtime.h"
@@ -110,8 +111,20 @@ EventList snapshot_of(const c10::Stream& s) {
   return l;
 }
 
+// Waits for all of `l`; a failed piece of work is reported (after all have
+// finished) as the failure of the op that launched it (engine/async_errors.h).
 void await_all(const EventList& l) {
-  for (const auto& e : l) e->await();
+  std::exception_ptr first;
+  for (const auto& e : l) {
+    try {
+      e->await();
+    } catch (const pjrt::Error&) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (!first) return;
+  raise_device_check_failures(-1);
+  std::rethrow_exception(first);
 }
 
 bool all_ready(const EventList& l) {

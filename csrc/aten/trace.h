@@ -11,6 +11,7 @@
 
 #include <ATen/core/Generator.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,6 +84,9 @@ struct RunInfo {
   std::vector<TraceParam> params;            // the parameters, in program order
   std::vector<int> param_slot;               // per parameter: its trace slot, or -1
   std::shared_ptr<CheckSites> checks;
+  // Describes the program's ops and Python lines if a launch of it fails on the
+  // device (engine::launch's `where`); a compiled trace keeps it for its own launches.
+  std::function<std::string()> where;
   int device = 0;
 };
 

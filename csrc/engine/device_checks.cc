@@ -1,5 +1,7 @@
 #include "engine/device_checks.h"
 
+#include "engine/async_errors.h"
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +25,14 @@ Registry& registry() {
 bool first_failure(const PendingChecks& p, CheckFailure* out) {
   const size_t n = p.specs.size();
   std::vector<int64_t> vals(2 * n);
-  p.flags->to_host(vals.data(), vals.size() * sizeof(int64_t));
+  try {
+    p.flags->to_host(vals.data(), vals.size() * sizeof(int64_t));
+  } catch (const pjrt::Error&) {
+    // The program itself failed at run time: that failure is what to report
+    // (async_errors.h); its checks say nothing.
+    raise_async_failures(p.device);
+    return false;
+  }
   for (size_t i = 0; i < n; ++i) {
     if (vals[2 * i] == 0) continue;
     std::string msg = p.specs[i]->message;
@@ -58,6 +67,8 @@ void add_pending_checks(PendingChecks p) {
 }
 
 void raise_failed_checks(int device) {
+  // A program that failed outright reports before the checks of any other.
+  raise_async_failures(device);
   std::vector<PendingChecks> mine;
   {
     auto& r = registry();

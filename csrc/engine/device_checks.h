@@ -50,7 +50,8 @@ void add_pending_checks(PendingChecks p);
 // Waits for the flags of every registered check (of `device`, -1: all) and
 // throws CheckFailure for the first that failed; the rest are dropped, so one
 // bad index raises once. The host waits here anyway: the caller is about to
-// read a result or synchronise.
+// read a result or synchronise. Asynchronous run-time failures of launched
+// programs (async_errors.h) are raised first.
 void raise_failed_checks(int device = -1);
 
 // Drops every registered check (after a reported failure elsewhere).

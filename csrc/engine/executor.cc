@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "engine/async_errors.h"
 #include "engine/disk_cache.h"
 #include "engine/metrics.h"
 #include "engine/program_dump.h"
@@ -21,31 +22,54 @@ namespace {
 std::atomic<bool> g_blocking{false};
 
 // Completion events of launched programs and transfers, per device, for
-// synchronize() and stream events. Pruned of finished ones as it grows so that
-// it stays small.
+// synchronize() and stream events, with who launched them (for the message of
+// an asynchronous failure). Pruned of finished ones as it grows so that it
+// stays small; a finished one that failed is noted (engine/async_errors.h).
+struct Work {
+  int device;
+  std::shared_ptr<pjrt::Event> done;
+  std::shared_ptr<const LaunchOrigin> origin;  // null: a transfer
+};
 struct InFlight {
   std::mutex mu;
-  std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> events;
+  std::vector<Work> events;
 };
 InFlight& in_flight() {
   static auto* f = new InFlight();
   return *f;
 }
 
+void note_if_failed(const Work& w) {
+  std::string err = w.done->error_message();
+  if (!err.empty()) note_async_failure(w.device, w.origin.get(), err, false);
+}
+
 void prune_locked(InFlight& f) {
-  std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> keep;
-  for (auto& e : f.events)
-    if (!e.second->is_ready()) keep.push_back(std::move(e));
+  std::vector<Work> keep;
+  for (auto& e : f.events) {
+    if (!e.done->is_ready()) keep.push_back(std::move(e));
+    else note_if_failed(e);
+  }
   f.events.swap(keep);
 }
 }  // namespace
 
-void track_ready(int device, const pjrt::Buffer& out) {
-  std::shared_ptr<pjrt::Event> ev = out.ready_event();
+void track_ready(int device, const pjrt::Buffer& out, std::shared_ptr<const LaunchOrigin> origin) {
+  track_event(device, out.ready_event(), std::move(origin));
+}
+
+void track_event(int device, std::shared_ptr<pjrt::Event> ev,
+                 std::shared_ptr<const LaunchOrigin> origin) {
   auto& f = in_flight();
   std::lock_guard<std::mutex> g(f.mu);
   if (f.events.size() >= 256) prune_locked(f);
-  f.events.emplace_back(device, std::move(ev));
+  f.events.push_back(Work{device, std::move(ev), std::move(origin)});
+}
+
+void collect_failed_launches() {
+  auto& f = in_flight();
+  std::lock_guard<std::mutex> g(f.mu);
+  prune_locked(f);
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> unfinished_work(int device) {
@@ -54,23 +78,32 @@ std::vector<std::shared_ptr<pjrt::Event>> unfinished_work(int device) {
   prune_locked(f);
   std::vector<std::shared_ptr<pjrt::Event>> out;
   for (auto& e : f.events)
-    if (device < 0 || e.first == device) out.push_back(e.second);
+    if (device < 0 || e.device == device) out.push_back(e.done);
   return out;
 }
 
 void synchronize(int device) {
-  std::vector<std::shared_ptr<pjrt::Event>> waiting;
+  std::vector<Work> waiting;
   {
     auto& f = in_flight();
     std::lock_guard<std::mutex> g(f.mu);
-    std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> keep;
+    std::vector<Work> keep;
     for (auto& e : f.events) {
-      if (device < 0 || e.first == device) waiting.push_back(std::move(e.second));
+      if (device < 0 || e.device == device) waiting.push_back(std::move(e));
       else keep.push_back(std::move(e));
     }
     f.events.swap(keep);
   }
-  for (auto& e : waiting) e->await();
+  // Every piece of work is waited for (none is left running behind a
+  // failure), then the first failure is raised, naming its launcher.
+  for (auto& w : waiting) {
+    try {
+      w.done->await();
+    } catch (const pjrt::Error& e) {
+      note_async_failure(w.device, w.origin.get(), e.what(), e.is_out_of_memory());
+    }
+  }
+  raise_async_failures(device);
 }
 
 bool launch_blocking() { return g_blocking.load(std::memory_order_relaxed); }
@@ -263,7 +296,8 @@ std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const
 
 std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
-                                                  int device, const std::string& what) {
+                                                  int device, const std::string& what,
+                                                  std::function<std::string()> where) {
   std::vector<std::shared_ptr<pjrt::Buffer>> out;
   // Declared before the guard so that it outlives the profiler's record of it;
   // built only under the profiler (a string per launch is measurable host time).
@@ -274,17 +308,41 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     scope = "tpu::program " + what;
     guard.before(scope);
   }
+  auto origin = std::make_shared<LaunchOrigin>(LaunchOrigin{what, std::move(where)});
   try {
     out = exe.execute(args, device);
+    if (fail_execute_matches(*origin)) {
+      // Fault injection (async_errors.h): the program's outputs are lost, as
+      // a device fault would lose them, and its completion event carries the
+      // failure; nothing is raised here, at the launch.
+      for (auto& b : out) {
+        b->await_ready();
+        b->delete_contents();
+      }
+      metrics().executions++;
+      track_event(device, std::make_shared<pjrt::Event>(
+                              "the program failed on the device: injected by "
+                              "TORCH_TPU_DEBUG_FAIL_EXECUTE"),
+                  std::move(origin));
+      return out;
+    }
     metrics().executions++;
     // Under the profiler the scope covers the device time too, as a user
     // reading the trace expects: wait here, as launch blocking does.
     const bool wait = launch_blocking() || profiling;
-    if (!out.empty() && !wait) track_ready(device, *out[0]);
+    if (!out.empty() && !wait) track_ready(device, *out[0], std::move(origin));
     if (wait)
       for (auto& b : out) b->await_ready();
   } catch (const pjrt::Error& e) {
-    throw pjrt::Error(e.code(), what + ": " + e.what());
+    // An input that an earlier, failed program was to produce: that failure
+    // is the one to report (as CUDA's next call reports a device fault).
+    raise_async_failures(device);
+    std::string msg = what + ": " + e.what();
+    if (origin && origin->where) {
+      std::string w = origin->where();
+      if (!w.empty()) msg += "\n" + w;
+    }
+    throw pjrt::Error(e.code(), msg);
   }
   return out;
 }

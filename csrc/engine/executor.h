@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/async_errors.h"
 #include "pjrt/pjrt.h"
 
 namespace tpu::engine {
@@ -33,17 +35,30 @@ std::string dump_dir();
 // waits for the outputs so that an error surfaces at the op that caused it.
 // Under torch.profiler the launch is a "tpu::program <what>" scope that also
 // waits for the outputs, so that the trace shows the program's device time.
+// `where` (called only on failure) says which ops and Python lines the program
+// came from; a failure after the launch returned is reported at the next sync
+// point (engine/async_errors.h).
 std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
-                                                  int device, const std::string& what);
+                                                  int device, const std::string& what,
+                                                  std::function<std::string()> where = {});
 
 // Waits for every program launched so far on `device` (-1: all devices);
-// rethrows the first asynchronous error.
+// then raises the first asynchronous error (raise_async_failures).
 void synchronize(int device);
 
 // Notes that `out` is being produced on `device` by work launched just now
 // (a program's first output, a transfer), for synchronize() and stream events.
-void track_ready(int device, const pjrt::Buffer& out);
+// `origin`: who launched it (null: a transfer).
+void track_ready(int device, const pjrt::Buffer& out,
+                 std::shared_ptr<const LaunchOrigin> origin = nullptr);
+
+// The same for a launch's completion event itself.
+void track_event(int device, std::shared_ptr<pjrt::Event> done,
+                 std::shared_ptr<const LaunchOrigin> origin);
+
+// Notes every tracked launch that finished with an error (async_errors.h).
+void collect_failed_launches();
 
 // The completion events of the work launched on `device` (-1: all devices)
 // that has not finished yet: what a stream event recorded now waits for.

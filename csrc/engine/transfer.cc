@@ -1,5 +1,7 @@
 #include "engine/transfer.h"
 
+#include "engine/async_errors.h"
+
 #include <stdexcept>
 
 #include "engine/executor.h"
@@ -71,7 +73,11 @@ std::shared_ptr<pjrt::Buffer> zeros(ElemType elem, int64_t n, int device) {
 
 void download(const pjrt::Buffer& buf, void* dst, size_t nbytes) {
   metrics().bytes_to_host += nbytes;
-  buf.to_host(dst, nbytes);
+  try {
+    buf.to_host(dst, nbytes);
+  } catch (const pjrt::Error& e) {
+    raise_read_failure(buf, e);  // names the op whose program failed to produce it
+  }
 }
 
 }  // namespace tpu::engine

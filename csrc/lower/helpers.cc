@@ -217,6 +217,7 @@ void register_all() {
   register_losses();
   register_statistics();
   register_histogram();
+  register_take_put();
   register_optim();
   register_padding();
   register_embedding_bag();

@@ -80,6 +80,7 @@ void register_resize();
 void register_losses();
 void register_statistics();
 void register_histogram();
+void register_take_put();  // take_put.cc
 // optim.cc, padding.cc, embedding_bag.cc, math.cc, cumulative.cc.
 void register_optim();
 void register_padding();

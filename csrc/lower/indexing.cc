@@ -235,6 +235,10 @@ std::vector<Value> embedding_backward(Ctx& c) {
   ElemType t = opmath(go.elem());
   int64_t v = c.int_arg(2), pad = c.int_arg(3);
   int64_t m = ind.type.numel(), d = go.dims().back();
+  // XLA would drop (or clamp) a row outside the table; the CPU kernel drops a
+  // positive one silently and crashes on a negative one. embedding's forward
+  // raised already unless the indices changed or backward is called directly.
+  c.check_index(ind, v, false, {CheckSpec::kIndexError, "index out of range in self"});
   Value idx = b.reshape(cast(b, ind, ElemType::S64), {m});
   Value g = b.reshape(cast(b, go, t), {m, d});
   Value keep = b.splat_i(1, {ElemType::PRED, {m}});

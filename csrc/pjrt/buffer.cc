@@ -54,6 +54,12 @@ bool Buffer::is_deleted() const {
   return args.is_deleted;
 }
 
+void Buffer::delete_contents() {
+  TPU_PJRT_ARGS(PJRT_Buffer_Delete_Args, args);
+  args.buffer = buf_;
+  TPU_PJRT_CALL(client_->api(), PJRT_Buffer_Delete, args, "PJRT_Buffer_Delete");
+}
+
 std::unique_ptr<Event> Buffer::ready_event() const {
   TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
   args.buffer = buf_;

@@ -6,6 +6,8 @@ namespace tpu::pjrt {
 Event::Event(std::shared_ptr<const Client> client, PJRT_Event* ev)
     : client_(std::move(client)), ev_(ev) {}
 
+Event::Event(std::string failure) : ev_(nullptr), failure_(std::move(failure)) {}
+
 Event::~Event() {
   if (ev_ == nullptr || client_->api()->PJRT_Event_Destroy == nullptr) return;
   TPU_PJRT_ARGS(PJRT_Event_Destroy_Args, args);
@@ -22,12 +24,26 @@ bool Event::is_ready() const {
 }
 
 void Event::await() const {
+  if (!failure_.empty()) throw Error(PJRT_Error_Code_INTERNAL, failure_);
   if (ev_ == nullptr) return;
   TPU_PJRT_ARGS(PJRT_Event_Await_Args, args);
   args.event = ev_;
   // The returned error is the failure of the work the event tracks (e.g. a
   // runtime error inside an asynchronously launched program).
   TPU_PJRT_CALL(client_->api(), PJRT_Event_Await, args, "asynchronous device work failed");
+}
+
+std::string Event::error_message() const {
+  if (!failure_.empty()) return failure_;
+  if (ev_ == nullptr || client_->api()->PJRT_Event_Error == nullptr) return "";
+  TPU_PJRT_ARGS(PJRT_Event_Error_Args, args);
+  args.event = ev_;
+  try {
+    check(client_->api(), client_->api()->PJRT_Event_Error(&args), "");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 namespace {

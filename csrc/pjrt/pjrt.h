@@ -66,12 +66,18 @@ class Client;
 class Event {
  public:
   Event(std::shared_ptr<const Client> client, PJRT_Event* ev);
+  // A finished event that carries `failure` (fault injection in tests, see
+  // engine/async_errors.h): await() throws it, error_message() returns it.
+  explicit Event(std::string failure);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   bool is_ready() const;
   // Blocks until ready; throws Error carrying the asynchronous failure, if any.
   void await() const;
+  // The failure of the work, "" when it succeeded; only meaningful once
+  // is_ready(). Never throws.
+  std::string error_message() const;
   // Calls `fn` once the event is ready, on whichever thread completes it (on
   // this one, at once, when it is ready already). A failure of the work is not
   // passed on: await() reports it.
@@ -80,6 +86,7 @@ class Event {
  private:
   std::shared_ptr<const Client> client_;
   PJRT_Event* ev_;
+  std::string failure_;
 };
 
 // One device buffer (immutable contents, as PJRT buffers are).
@@ -96,6 +103,8 @@ class Buffer {
   size_t on_device_size() const;  // bytes
   int device_id() const;          // local device index (position in Client::devices())
   bool is_deleted() const;        // true after it was donated to an execution
+  // Frees the contents now (PJRT_Buffer_Delete): reading it then fails.
+  void delete_contents();
 
   // Completion of the computation or transfer that produces this buffer.
   std::unique_ptr<Event> ready_event() const;

@@ -1,10 +1,16 @@
 """Differential fuzzing: random chains of 2-6 ops over random shapes, dtypes, views
-(slices, transposes, expands), in-place ops and out= forms run on tpu (Strict Eager
-and Defer & Fuse) and on the CPU, and must agree.
+(slices, transposes, expands), in-place ops and out= forms run on tpu (Strict Eager,
+Defer & Fuse, and torch.compile(backend="tpu") of the whole chain) and on the CPU,
+and must agree.
 
-CI runs a fixed, derandomised budget (150 programs per mode). A long run:
-    TORCH_TPU_FUZZ_EXAMPLES=10000 python -m pytest tests/fuzz -q
-(programs per mode; hypothesis prints the smallest failing chain)."""
+CI runs a fixed, derandomised budget: 300 programs (120 per eager mode, 60 compiled;
+a compiled program costs a Dynamo compile). Budgets per mode:
+    TORCH_TPU_FUZZ_EXAMPLES=N            each eager mode
+    TORCH_TPU_FUZZ_COMPILED_EXAMPLES=N   compiled
+    TORCH_TPU_FUZZ_LONG=1                the long run: 20,000 programs
+                                         (8,500 + 8,500 eager, 3,000 compiled)
+e.g. TORCH_TPU_FUZZ_LONG=1 nice -n 15 python -m pytest tests/fuzz -q -k compiled
+(hypothesis prints the smallest failing chain)."""
 import os
 
 import pytest
@@ -14,7 +20,9 @@ from hypothesis import strategies as st
 
 import torch_tpu
 
-EXAMPLES = int(os.environ.get("TORCH_TPU_FUZZ_EXAMPLES", "150"))
+_LONG = os.environ.get("TORCH_TPU_FUZZ_LONG", "0") not in ("", "0")
+EXAMPLES = int(os.environ.get("TORCH_TPU_FUZZ_EXAMPLES", "8500" if _LONG else "120"))
+COMPILED_EXAMPLES = int(os.environ.get("TORCH_TPU_FUZZ_COMPILED_EXAMPLES", "3000" if _LONG else "60"))
 
 
 def _float_only(x):
@@ -92,9 +100,26 @@ def _run(x, names):
     return x, applied
 
 
-@pytest.mark.parametrize("mode", ["strict_eager", "defer_and_fuse"])
+def _compiled_run(names):
+    """The chain as one torch.compile(backend="tpu") graph (a fresh Dynamo state
+    per program: each chain is a different graph of the same code)."""
+    torch._dynamo.reset()
+    return torch.compile(lambda t: _run(t, names)[0], backend="tpu")
+
+
+@pytest.mark.parametrize("mode", ["strict_eager", "defer_and_fuse", "compiled"])
 def test_differential_chains(mode):
-    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+    compiled = mode == "compiled"
+    eager_mode = "strict_eager" if compiled else mode
+
+    def on_tpu(x, names):
+        with torch_tpu.execution_mode(eager_mode):
+            if compiled:
+                return _compiled_run(names)(x.to("tpu")).cpu()
+            return _run(x.to("tpu"), names)[0].cpu()
+
+    @settings(max_examples=COMPILED_EXAMPLES if compiled else EXAMPLES, derandomize=True,
+              deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(programs())
     def check(p):
@@ -103,15 +128,18 @@ def test_differential_chains(mode):
         try:
             ref, applied = _run(x.clone(), names)
         except Exception as e:  # noqa: BLE001  (the tpu must refuse the chain the same way)
-            with pytest.raises(type(e)):
-                with torch_tpu.execution_mode(mode):
-                    _run(x.to("tpu"), names)[0].cpu()
+            # (Dynamo re-raises a refusal met while tracing as its own error type,
+            # a RuntimeError subclass; the eager modes raise the same type.)
+            with pytest.raises(RuntimeError if compiled and isinstance(e, RuntimeError) else type(e)):
+                on_tpu(x, names)
             return
-        with torch_tpu.execution_mode(mode):
-            out, _ = _run(x.to("tpu"), names)
-            got = out.cpu()
+        got = on_tpu(x, names)
         assert got.dtype == ref.dtype and got.shape == ref.shape, (applied, got.dtype, ref.dtype)
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5, equal_nan=True,
                                    msg=lambda m: f"{mode} {shape} {dtype} {applied}: {m}")
 
-    check()
+    try:
+        check()
+    finally:
+        if compiled:
+            torch._dynamo.reset()

@@ -37,7 +37,14 @@ CASES = {
     "embedding_bag": (lambda x, j: F.embedding_bag(j, x, torch.tensor([0], device=x.device)), RuntimeError,
                       "valid range"),
     "one_hot": (lambda x, j: F.one_hot(j, 3), RuntimeError, ""),
+    "take": (lambda x, j: x.take(j), IndexError, "tried to access index"),
+    "put": (lambda x, j: x.clone().put_(j, torch.ones(2, device=x.device)), IndexError,
+            "tried to access index"),
+    "put_acc": (lambda x, j: x.clone().put_(j, torch.ones(2, device=x.device), accumulate=True),
+                IndexError, "tried to access index"),
 }
+# take/put index the flat tensor (12 elements), negatives from the end.
+FLAT_BAD = {"positive": [0, 12], "negative": [1, -13]}
 BAD = {"positive": [0, 5], "negative": [1, -7]}
 
 
@@ -48,6 +55,8 @@ def test_out_of_range_raises_like_cpu(name, sign):
     j = torch.tensor(BAD[sign])
     if name == "index" or name.startswith("index_put"):
         j = torch.tensor([0, 5] if sign == "positive" else [1, -4])
+    if name in ("take", "put", "put_acc"):
+        j = torch.tensor(FLAT_BAD[sign])
     with pytest.raises(exc):
         fn(X.clone(), j)  # the CPU reference raises the same type
     with pytest.raises(exc, match=text):
@@ -85,6 +94,85 @@ def test_failed_program_leaves_written_tensors_unchanged():
     assert (x + 1).sum().item() == 78.0
 
 
+@pytest.mark.parametrize("op", ["put_", "put_acc", "index_put_", "scatter_", "index_add_"])
+@pytest.mark.parametrize("sign", sorted(BAD))
+def test_in_place_write_past_bounds_leaves_tensor_unchanged(op, sign):
+    x = X.to("tpu")
+    y = x.clone()
+    ones = torch.ones(2, device="tpu")
+    flat = torch.tensor(FLAT_BAD[sign], device="tpu")
+    rows = torch.tensor([0, 5] if sign == "positive" else [1, -4], device="tpu")
+    write = {
+        "put_": lambda: y.put_(flat, ones),
+        "put_acc": lambda: y.put_(flat, ones, accumulate=True),
+        "index_put_": lambda: y.index_put_((rows,), torch.tensor(7.0, device="tpu")),
+        "scatter_": lambda: y.scatter_(0, rows.view(-1, 1), 1.0),
+        "index_add_": lambda: y.index_add_(0, rows, torch.ones(2, 4, device="tpu")),
+    }[op]
+    write()
+    with pytest.raises((IndexError, RuntimeError)):
+        y.cpu()
+    assert torch.equal(y.cpu(), X)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_take_put_values(dtype):
+    x = torch.arange(12, dtype=dtype).reshape(3, 4)
+    j = torch.tensor([[0, -1], [5, 11]])
+    assert_close_cpu(x.to("tpu").take(j.to("tpu")), x.take(j))
+    src = torch.tensor([9, 8, 7, 6], dtype=dtype)
+    for acc in (False, True):
+        k = torch.tensor([3, -12, 7, 3]) if acc else torch.tensor([3, -12, 7, 10])
+        assert_close_cpu(x.to("tpu").put_(k.to("tpu"), src.to("tpu"), accumulate=acc),
+                         x.clone().put_(k, src, accumulate=acc))
+    assert_close_cpu(x.t().to("tpu").take(j.to("tpu")), x.t().take(j))  # a non-contiguous self
+    assert_close_cpu(torch.put(x.to("tpu"), k.to("tpu"), src.to("tpu")), torch.put(x, k, src))
+
+
+def test_take_put_grad():
+    x = torch.randn(3, 4, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    j = torch.tensor([1, 1, -1, 6])
+    x.take(j).pow(2).sum().backward()
+    xt.take(j.to("tpu")).pow(2).sum().backward()
+    assert_close_cpu(xt.grad, x.grad)
+
+
+@pytest.mark.parametrize("weights", [None, torch.float32, torch.int64])
+def test_bincount_values(weights):
+    j = torch.tensor([1, 4, 1, 0, 7])
+    w = None if weights is None else torch.tensor([2, 1, 3, 5, 1], dtype=weights)
+    for minlength in (0, 3, 12):
+        ref = torch.bincount(j, w, minlength=minlength)
+        got = torch.bincount(j.to("tpu"), None if w is None else w.to("tpu"), minlength=minlength)
+        assert got.dtype == ref.dtype
+        assert_close_cpu(got, ref)
+    empty = torch.tensor([], dtype=torch.int64)
+    assert_close_cpu(torch.bincount(empty.to("tpu"), minlength=4), torch.bincount(empty, minlength=4))
+
+
+def test_bincount_refuses_negative_and_bad_args():
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([1, -1]))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([1, -1], device="tpu"))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([[1]], device="tpu"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(torch.tensor([1, 2], device="tpu"), torch.ones(3, device="tpu"))
+    assert torch.bincount(torch.tensor([2], device="tpu")).tolist() == [0, 0, 1]  # still usable
+
+
+@pytest.mark.parametrize("index", [[0, 3], [0, -1]])
+def test_embedding_dense_backward_checks_index(index):
+    g = torch.ones(2, 4, device="tpu")
+    with pytest.raises(IndexError, match="index out of range"):
+        torch.ops.aten.embedding_dense_backward(g, torch.tensor(index, device="tpu"), 3, -1, False).cpu()
+    good = torch.tensor([0, 2])
+    assert_close_cpu(torch.ops.aten.embedding_dense_backward(g, good.to("tpu"), 3, -1, False),
+                     torch.ops.aten.embedding_dense_backward(g.cpu(), good, 3, -1, False))
+
+
 def test_reported_at_synchronize_and_item():
     t = torch.zeros(4, device="tpu")
     bad = t.index_select(0, torch.tensor([4], device="tpu"))
@@ -108,14 +196,23 @@ def test_defer_and_fuse_names_python_line(tpu_execution_mode):
 
 
 @pytest.mark.strict_only
-@pytest.mark.parametrize("name", ["embedding", "gather", "index", "index_put", "cross_entropy"])
-def test_compiled_graph_checks(name):
+@pytest.mark.parametrize("name", ["embedding", "gather", "index", "index_put", "cross_entropy",
+                                  "take", "put", "put_acc"])
+@pytest.mark.parametrize("sign", sorted(BAD))
+def test_compiled_graph_checks(name, sign):
     fn, exc, text = CASES[name]
+    torch._dynamo.reset()
     compiled = torch.compile(lambda x, j: fn(x, j) * 1, backend="tpu")
     good = torch.tensor([0, 2])
     assert_close_cpu(compiled(X.to("tpu"), good.to("tpu")), fn(X.clone(), good) * 1)
+    bad = BAD[sign]
+    if name == "index" or name.startswith("index_put"):
+        bad = [0, 5] if sign == "positive" else [1, -4]
+    if name in ("take", "put", "put_acc"):
+        bad = FLAT_BAD[sign]
     with pytest.raises(exc, match=text):
-        compiled(X.to("tpu"), torch.tensor([0, 5], device="tpu")).cpu()
+        compiled(X.to("tpu"), torch.tensor(bad, device="tpu")).cpu()
+    torch._dynamo.reset()
 
 
 @pytest.mark.strict_only
