@@ -5,6 +5,7 @@
 // scale factors change those matrices, so they are static arguments.
 #include <cmath>
 
+#include "lower/interpolation.h"
 #include "lower/nn_common.h"
 
 namespace tpu::lower {
@@ -12,12 +13,6 @@ namespace tpu::lower {
 namespace {
 
 using namespace nn;
-
-std::optional<double> opt_double(const Ctx& c, size_t i) {
-  const c10::IValue& v = c.value(i);
-  if (v.isNone()) return std::nullopt;
-  return c.double_arg(i);
-}
 
 // PyTorch's area_pixel_compute_scale (float arithmetic, as its CPU kernels).
 float pixel_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
@@ -36,21 +31,6 @@ Value nearest_matrix(hlo::Builder& b, int64_t in, int64_t out, std::optional<dou
   return b.dense_f(v, {t, {out, in}});
 }
 
-Value bilinear_matrix(hlo::Builder& b, int64_t in, int64_t out, bool align, std::optional<double> s,
-                      ElemType t) {
-  std::vector<double> v(static_cast<size_t>(in * out), 0.0);
-  float scale = pixel_scale(in, out, align, s);
-  for (int64_t o = 0; o < out; ++o) {
-    float src = align ? scale * static_cast<float>(o)
-                      : std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.f);
-    int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
-    int64_t i1 = std::min(i0 + 1, in - 1);
-    float l1 = std::min(std::max(src - static_cast<float>(i0), 0.f), 1.f);
-    v[static_cast<size_t>(o * in + i0)] += 1.0 - l1;
-    v[static_cast<size_t>(o * in + i1)] += l1;
-  }
-  return b.dense_f(v, {t, {out, in}});
-}
 
 // Forward: x [..., H, W] -> [..., OH, OW].
 Value resize(hlo::Builder& b, Value x, Value ah, Value aw) {
@@ -87,6 +67,28 @@ std::vector<Value> backward(Ctx& c, const MatFn& m) {
 
 }  // namespace
 
+std::optional<double> opt_double(const Ctx& c, size_t i) {
+  const c10::IValue& v = c.value(i);
+  if (v.isNone()) return std::nullopt;
+  return c.double_arg(i);
+}
+
+Value linear_matrix(hlo::Builder& b, int64_t in, int64_t out, bool align, std::optional<double> s,
+                    ElemType t) {
+  std::vector<double> v(static_cast<size_t>(in * out), 0.0);
+  float scale = pixel_scale(in, out, align, s);
+  for (int64_t o = 0; o < out; ++o) {
+    float src = align ? scale * static_cast<float>(o)
+                      : std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.f);
+    int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+    int64_t i1 = std::min(i0 + 1, in - 1);
+    float l1 = std::min(std::max(src - static_cast<float>(i0), 0.f), 1.f);
+    v[static_cast<size_t>(o * in + i0)] += 1.0 - l1;
+    v[static_cast<size_t>(o * in + i1)] += l1;
+  }
+  return b.dense_f(v, {t, {out, in}});
+}
+
 void register_resize() {
   // upsample_nearest2d(self, output_size, scales_h?, scales_w?)
   add("upsample_nearest2d", [](Ctx& c) -> std::vector<Value> {
@@ -104,7 +106,7 @@ void register_resize() {
   add("upsample_bilinear2d", [](Ctx& c) -> std::vector<Value> {
     bool align = c.bool_arg(2);
     return forward(c, [&c, align](hlo::Builder& b, int64_t in, int64_t out, int axis, ElemType t) {
-      return bilinear_matrix(b, in, out, align, opt_double(c, 3 + axis), t);
+      return linear_matrix(b, in, out, align, opt_double(c, 3 + axis), t);
     });
   }, {3, 4});
   // upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners,
@@ -112,7 +114,7 @@ void register_resize() {
   add("upsample_bilinear2d_backward", [](Ctx& c) -> std::vector<Value> {
     bool align = c.bool_arg(3);
     return backward(c, [&c, align](hlo::Builder& b, int64_t in, int64_t out, int axis, ElemType t) {
-      return bilinear_matrix(b, in, out, align, opt_double(c, 4 + axis), t);
+      return linear_matrix(b, in, out, align, opt_double(c, 4 + axis), t);
     });
   }, {4, 5});
 }
