@@ -179,29 +179,35 @@ class HostStagedTransport final : public Transport {
 
   WorkPtr allgather(TensorLists& outputs, TensorList& inputs,
                     const c10d::AllgatherOptions& opts) override {
-    return gather_lists(outputs, inputs, opts, false, "allgather");
+    return gather_lists(outputs, inputs, OpType::ALLGATHER, "allgather",
+                        [&](TensorLists& o, TensorList& i) { return gloo_->allgather(o, i, opts); });
   }
 
   WorkPtr allgather_coalesced(TensorLists& outputs, TensorList& inputs,
                               const c10d::AllgatherOptions& opts) override {
-    return gather_lists(outputs, inputs, opts, true, "allgather_coalesced");
+    return gather_lists(outputs, inputs, OpType::ALLGATHER_COALESCED, "allgather_coalesced",
+                        [&](TensorLists& o, TensorList& i) {
+                          return gloo_->allgather_coalesced(o, i, opts);
+                        });
   }
 
-  WorkPtr gather_lists(TensorLists& outputs, TensorList& inputs,
-                       const c10d::AllgatherOptions& opts, bool coalesced, const char* op) {
+  // Every rank's inputs into per-rank output lists (allgather, allgather_coalesced,
+  // gather): the inputs staged to host bytes, `call` runs the Gloo collective on
+  // them, the outputs copied back once it completes.
+  template <typename Call>
+  WorkPtr gather_lists(TensorLists& outputs, TensorList& inputs, OpType type, const char* op,
+                       Call call) {
     flush_pending_work();
     TensorList in_hosts, out_hosts;
     TensorList in_bytes = bytes_in(inputs, in_hosts);
     TensorLists out_bytes;
     for (auto& list : outputs) out_bytes.push_back(bytes_out(list, out_hosts));
-    auto inner = coalesced ? gloo_->allgather_coalesced(out_bytes, in_bytes, opts)
-                           : gloo_->allgather(out_bytes, in_bytes, opts);
+    auto inner = call(out_bytes, in_bytes);
     TensorLists outs = outputs;
-    return collective(inner, coalesced ? OpType::ALLGATHER_COALESCED : OpType::ALLGATHER, op,
-                      flat(outs), [outs, out_hosts, in_hosts] {
-                        all_out(flat(outs), out_hosts);
-                        return lists_of(outs);
-                      });
+    return collective(inner, type, op, flat(outs), [outs, out_hosts, in_hosts] {
+      all_out(flat(outs), out_hosts);
+      return lists_of(outs);
+    });
   }
 
   WorkPtr allgather_base(at::Tensor& output, at::Tensor& input,
@@ -243,17 +249,8 @@ class HostStagedTransport final : public Transport {
 
   WorkPtr gather(TensorLists& outputs, TensorList& inputs,
                  const c10d::GatherOptions& opts) override {
-    flush_pending_work();
-    TensorList in_hosts, out_hosts;
-    TensorList in_bytes = bytes_in(inputs, in_hosts);
-    TensorLists out_bytes;
-    for (auto& list : outputs) out_bytes.push_back(bytes_out(list, out_hosts));
-    auto inner = gloo_->gather(out_bytes, in_bytes, opts);
-    TensorLists outs = outputs;
-    return collective(inner, OpType::GATHER, "gather", flat(outs), [outs, out_hosts, in_hosts] {
-      all_out(flat(outs), out_hosts);
-      return lists_of(outs);
-    });
+    return gather_lists(outputs, inputs, OpType::GATHER, "gather",
+                        [&](TensorLists& o, TensorList& i) { return gloo_->gather(o, i, opts); });
   }
 
   WorkPtr scatter(TensorList& outputs, TensorLists& inputs,
