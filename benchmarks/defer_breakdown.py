@@ -12,6 +12,8 @@ import statistics
 import sys
 import time
 
+import gpt_bench  # (this script's directory is on sys.path)
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
@@ -19,11 +21,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--context", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    gpt_bench.add_size_args(p)
     args = p.parse_args()
 
     import torch

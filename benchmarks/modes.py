@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+import gpt_bench  # (this script's directory is on sys.path)
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODES = ("compiled", "defer_and_fuse", "strict_eager", "cpu_eager", "cpu_inductor")
 
@@ -58,16 +60,7 @@ def setup(mode, args, train):
     if dev == "tpu":
         torch.tpu.synchronize()
 
-    def step():
-        if train:
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        else:
-            with torch.no_grad():
-                _, loss = model(x, y)
-        return loss
+    step = gpt_bench.make_step(model, opt, x, y, train)
 
     if mode == "compiled":
         step = torch.compile(step, backend="tpu")
@@ -131,9 +124,7 @@ class Child:
 
     def __init__(self, mode, args, train, cache):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", mode,
-               "--warmup", str(args.warmup), "--layers", str(args.layers), "--heads",
-               str(args.heads), "--width", str(args.width), "--context", str(args.context),
-               "--batch", str(args.batch)] + (["--train"] if train else [])
+               "--warmup", str(args.warmup)] + gpt_bench.size_argv(args) + (["--train"] if train else [])
         env = dict(os.environ)
         env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
         env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
@@ -189,11 +180,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--context", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    gpt_bench.add_size_args(p)
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--train", action="store_true", help=argparse.SUPPRESS)

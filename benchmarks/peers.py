@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+import gpt_bench  # (this script's directory is on sys.path)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PEERS_DIR = os.path.join(ROOT, ".peers")
 OURS = ("strict_eager", "defer_and_fuse", "compiled", "cpu_eager")
@@ -133,16 +135,7 @@ def torch_setup(mode, args, train):
     if not train:
         model.eval()
 
-    def step():
-        if train:
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        else:
-            with torch.no_grad():
-                _, loss = model(x, y)
-        return loss
+    step = gpt_bench.make_step(model, opt, x, y, train)
 
     if mode == "compiled":
         step = torch.compile(step, backend="tpu")
@@ -337,8 +330,7 @@ class Child:
 
 
 def size_flags(args):
-    return ["--layers", str(args.layers), "--heads", str(args.heads), "--width", str(args.width),
-            "--context", str(args.context), "--batch", str(args.batch), "--vocab", str(args.vocab)]
+    return gpt_bench.size_argv(args) + ["--vocab", str(args.vocab)]
 
 
 def measure(modes, args, train):
@@ -424,11 +416,7 @@ def main():
     p.add_argument("--kinds", default="train,infer", help="train, infer or both")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--context", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    gpt_bench.add_size_args(p)
     p.add_argument("--vocab", type=int, default=65)
     p.add_argument("--out", default=os.path.join(PEERS_DIR, "peers"),
                    help="writes OUT.md (the table) and OUT.json (every figure)")
