@@ -42,17 +42,27 @@ std::string dense_2d(const Groups& rows) {
          std::to_string(rows.empty() ? 0 : rows[0].size()) + "xi64>";
 }
 
-std::string group_attrs(const Groups& groups, int64_t channel_id) {
-  std::string s = "replica_groups = " + dense_2d(groups);
-  if (channel_id > 0)
-    s += ", channel_handle = #stablehlo.channel_handle<handle = " + std::to_string(channel_id) +
+// ", channel_handle = ..." for a cross-program channel; empty for channel 0 (none).
+std::string channel_attr(int64_t channel_id) {
+  if (channel_id <= 0) return "";
+  return ", channel_handle = #stablehlo.channel_handle<handle = " + std::to_string(channel_id) +
          ", type = 1>";
-  return s;
+}
+
+std::string group_attrs(const Groups& groups, int64_t channel_id) {
+  return "replica_groups = " + dense_2d(groups) + channel_attr(channel_id);
 }
 
 void check_dim(const std::string& op, int64_t dim, const Value& x, const char* what) {
   if (dim < 0 || dim >= x.rank())
     fail(op, std::string(what) + " " + std::to_string(dim) + " is out of range for " + x.type.str());
+}
+
+// reduce_scatter and all_to_all hand each of the n replicas an equal slice of `dim`.
+void check_splits(const std::string& op, int64_t dim, const Value& x, int64_t n, const char* what) {
+  if (x.dims()[dim] % n != 0)
+    fail(op, std::string(what) + " of size " + std::to_string(x.dims()[dim]) +
+                 " does not split into " + std::to_string(n) + " replicas");
 }
 
 }  // namespace
@@ -83,9 +93,7 @@ Value Builder::reduce_scatter(Value x, int64_t dim, ReduceOp op, const Groups& g
   check_reduce_op(name, op, x.elem());
   check_dim(name, dim, x, "scatter_dimension");
   int64_t n = group_size(name, groups);
-  if (x.dims()[dim] % n != 0)
-    fail(name, "scatter dimension of size " + std::to_string(x.dims()[dim]) +
-                   " does not split into " + std::to_string(n) + " replicas");
+  check_splits(name, dim, x, n, "scatter dimension");
   TensorType rt = x.type;
   rt.dims[dim] /= n;
   const TensorType s = scalar_of(x.elem());
@@ -102,9 +110,7 @@ Value Builder::all_to_all(Value x, int64_t split_dim, int64_t concat_dim, const 
   check_dim(name, split_dim, x, "split_dimension");
   check_dim(name, concat_dim, x, "concat_dimension");
   int64_t n = group_size(name, groups);
-  if (x.dims()[split_dim] % n != 0)
-    fail(name, "split dimension of size " + std::to_string(x.dims()[split_dim]) +
-                   " does not split into " + std::to_string(n) + " replicas");
+  check_splits(name, split_dim, x, n, "split dimension");
   TensorType rt = x.type;
   rt.dims[split_dim] /= n;
   rt.dims[concat_dim] *= n;
@@ -129,11 +135,8 @@ Value Builder::collective_permute(Value x, const std::vector<std::pair<int64_t, 
       fail(name, "replica " + std::to_string(dst) + " receives twice");
     rows.push_back({src, dst});
   }
-  std::string attrs = "source_target_pairs = " + dense_2d(rows);
-  if (channel_id > 0)
-    attrs += ", channel_handle = #stablehlo.channel_handle<handle = " + std::to_string(channel_id) +
-             ", type = 1>";
-  return impl_->emit(name, {x}, {}, attrs, {x.type})[0];
+  return impl_->emit(name, {x}, {}, "source_target_pairs = " + dense_2d(rows) + channel_attr(channel_id),
+                     {x.type})[0];
 }
 
 }  // namespace tpu::hlo
