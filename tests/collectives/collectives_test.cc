@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpp_check.h"
 #include "hlo/builder.h"
 #include "pjrt/pjrt.h"
 
@@ -21,19 +22,7 @@ using hlo::Value;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
 constexpr int kReplicas = 4;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (cond) {                                                            \
-      ++g_passed;                                                          \
-    } else {                                                               \
-      ++g_failed;                                                          \
-      std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                      \
-  } while (0)
 
 std::shared_ptr<pjrt::Client> g_client;
 
@@ -76,23 +65,10 @@ std::vector<std::vector<float>> inputs(int64_t n) {
 }
 
 bool throws(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return std::string(e.what()).find(part) != std::string::npos;
-  }
-  return false;
+  return cpp_check::throws<std::invalid_argument>(f, part);
 }
 
-void section(const char* name, const std::function<void()>& body) {
-  std::printf("== %s\n", name);
-  try {
-    body();
-  } catch (const std::exception& e) {
-    ++g_failed;
-    std::fprintf(stderr, "FAIL %s: %s\n", name, e.what());
-  }
-}
+using cpp_check::section;
 
 }  // namespace
 
@@ -170,6 +146,5 @@ int main(int argc, char** argv) {
     CHECK(throws([&] { b.collective_permute(x, {{0, 1}, {2, 1}}); }, "receives twice"));
   });
 
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed ? 1 : 0;
+  return cpp_check::report();
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpp_check.h"
 #include "hlo/builder.h"
 #include "pjrt_runner.h"
 
@@ -20,35 +21,11 @@ using hlo_test::HostArray;
 
 namespace {
 
-bool g_ok = true;
 hlo_test::Runner* g_runner = nullptr;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "  CHECK failed %s:%d: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                   \
-      g_ok = false;                                                          \
-    }                                                                        \
-  } while (0)
-
 // Expects std::invalid_argument whose message starts with `prefix`.
-#define CHECK_THROWS(expr, prefix)                                                     \
-  do {                                                                                 \
-    bool thrown_ = false;                                                              \
-    try {                                                                              \
-      expr;                                                                            \
-    } catch (const std::invalid_argument& e_) {                                        \
-      thrown_ = std::string(e_.what()).rfind(prefix, 0) == 0;                          \
-      if (!thrown_) std::fprintf(stderr, "  unexpected message: %s\n", e_.what());     \
-    } catch (...) {                                                                    \
-    }                                                                                  \
-    if (!thrown_) {                                                                    \
-      std::fprintf(stderr, "  CHECK_THROWS failed %s:%d: %s\n", __FILE__, __LINE__,    \
-                   #expr);                                                             \
-      g_ok = false;                                                                    \
-    }                                                                                  \
-  } while (0)
+#define CHECK_THROWS(expr, prefix) \
+  CHECK(::cpp_check::throws<std::invalid_argument>([&] { expr; }, prefix, /*prefix=*/true))
 
 template <class T>
 HostArray arr(ElemType e, std::vector<int64_t> dims, const std::vector<T>& v) {
@@ -669,19 +646,9 @@ int main(int argc, char** argv) {
       {"type_errors", test_type_errors, false},
       {"unknown_op_names", test_unknown_op_names, false},
   };
-  int passed = 0, failed = 0;
   for (const auto& t : tests) {
     if (t.runtime && !g_runner) continue;
-    g_ok = true;
-    try {
-      t.fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "  exception: %s\n", e.what());
-      g_ok = false;
-    }
-    std::printf("%s %s\n", g_ok ? "PASS" : "FAIL", t.name);
-    (g_ok ? passed : failed)++;
+    cpp_check::section(t.name, t.fn);
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return cpp_check::report();
 }

@@ -13,62 +13,33 @@
 #include <string>
 #include <vector>
 
+#include "../cpp_check.h"
 #include "pjrt/pjrt.h"
 
 using namespace tpu::pjrt;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (cond) {                                                            \
-      ++g_passed;                                                          \
-    } else {                                                               \
-      ++g_failed;                                                          \
-      std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                      \
+// Runs `body` expecting it to throw tpu::pjrt::Error and keeps the error in
+// `out_error` so the caller can check its code and message.
+#define CHECK_THROWS(body, out_error)                                              \
+  do {                                                                             \
+    bool threw_ = false;                                                           \
+    try {                                                                          \
+      body;                                                                        \
+    } catch (const Error& e_) {                                                    \
+      threw_ = true;                                                               \
+      out_error = std::make_unique<Error>(e_);                                     \
+    } catch (const std::exception& e_) {                                           \
+      std::fprintf(stderr, "  wrong exception type: %s\n", e_.what());             \
+    }                                                                              \
+    ::cpp_check::record(threw_, __FILE__, __LINE__, "expected Error from " #body); \
   } while (0)
 
-// Runs `body` expecting it to throw tpu::pjrt::Error; returns the error
-// message ("" and a failure when nothing, or something else, was thrown).
-#define CHECK_THROWS(body, out_error)                                                 \
-  do {                                                                                \
-    bool threw_ = false;                                                              \
-    try {                                                                             \
-      body;                                                                           \
-    } catch (const Error& e_) {                                                       \
-      threw_ = true;                                                                  \
-      out_error = std::make_unique<Error>(e_);                                        \
-    } catch (const std::exception& e_) {                                              \
-      std::fprintf(stderr, "FAIL %s:%d: wrong exception type: %s\n", __FILE__,        \
-                   __LINE__, e_.what());                                              \
-    }                                                                                 \
-    if (threw_) {                                                                     \
-      ++g_passed;                                                                     \
-    } else {                                                                          \
-      ++g_failed;                                                                     \
-      std::fprintf(stderr, "FAIL %s:%d: expected Error from %s\n", __FILE__, __LINE__, \
-                   #body);                                                            \
-    }                                                                                 \
-  } while (0)
+using cpp_check::section;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
-}
-
-// Runs one named section; an unexpected exception fails it without stopping
-// the remaining sections.
-void section(const char* name, const std::function<void()>& body) {
-  std::printf("-- %s\n", name);
-  try {
-    body();
-  } catch (const std::exception& e) {
-    ++g_failed;
-    std::fprintf(stderr, "FAIL section '%s' threw: %s\n", name, e.what());
-  }
 }
 
 std::vector<float> read_f32(const Buffer& b, size_t n) {
@@ -222,8 +193,9 @@ int main(int argc, char** argv) {
     CHECK_THROWS(client->raw_device(7), err);
   });
   if (!client || client->device_count() < 2) {
-    std::printf("%d passed, %d failed (no usable client; stopping)\n", g_passed, g_failed + 1);
-    return 1;
+    std::printf("no usable client; stopping\n");
+    ++cpp_check::failed;
+    return cpp_check::report();
   }
 
   section("f32 round trip + metadata", [&] {
@@ -422,6 +394,5 @@ int main(int argc, char** argv) {
     CHECK(std::fabs(r[0] - 1024.f * 1024.f * 1e-9f) < 1e-6f);
   });
 
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return cpp_check::report();
 }
