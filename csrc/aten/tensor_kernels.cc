@@ -8,6 +8,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/zeros_native.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -16,6 +17,7 @@
 
 #include "aten/kernels.h"
 #include "aten/tpu_tensor.h"
+#include "engine/execution_mode.h"
 #include "engine/executor.h"
 #include "engine/runtime.h"
 #include "engine/transfer.h"
@@ -44,6 +46,24 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   int d = device_of(device);
   c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(d)));
   return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(), t, memory_format);
+}
+
+// torch.zeros. In Strict Eager the new storage gets an uploaded zero buffer at
+// once instead of running a zero_ program on it (one launch less; autograd makes
+// such zeros for every unused output's gradient, e.g. the logits of a compiled
+// forward whose loss alone is backpropagated). Defer & Fuse records zero_ as usual,
+// so the zeros stay inside the fused program.
+at::Tensor zeros(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                 std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                 std::optional<bool> pin_memory) {
+  if (engine::current_mode() != engine::Mode::kStrictEager)
+    return at::native::zeros_symint(c10::fromIntArrayRefSlow(size), dtype, layout, device, pin_memory);
+  at::Tensor t = empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt);
+  if (t.numel() > 0) {
+    c10::DeviceGuard g(t.device());
+    materialize_zeros(slot_of(t), t.scalar_type());
+  }
+  return t;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -142,6 +162,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 void register_tensor_kernels(torch::Library& m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("zeros", TORCH_FN(zeros));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));

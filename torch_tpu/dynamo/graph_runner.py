@@ -50,15 +50,14 @@ def _why_not_direct(gm):
 
 
 class _Direct:
-    """A CompiledTrace and how to rebuild the graph's return value around its results."""
+    """How to rebuild the graph's return value around a CompiledTrace's results."""
 
-    def __init__(self, trace, outs):
-        self.trace = trace
+    def __init__(self, outs):
         self.seq = type(outs)
         self.consts = [(i, o) for i, o in enumerate(outs) if not isinstance(o, torch.Tensor)]
+        self.plain = self.seq is list and not self.consts
 
-    def run(self, args):
-        res = self.trace.run(args)
+    def finish(self, res):
         for i, o in self.consts:
             res[i] = o
         return res if self.seq is list else self.seq(res)
@@ -74,22 +73,24 @@ class CompiledGraph:
         nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         ops = sorted({str(n.target) for n in nodes})
         self.record = graph_stats.new_record(kind, len(nodes), ops, gm.code)
-        self._direct = []
+        self._traces = _C._CompiledTraceSet()  # called in one C++ step
+        self._direct = []  # per trace (same order): how to finish its results
         self._why_not = _why_not_direct(gm)
         self._dumped_fx = False
 
     def __call__(self, args):
-        for d in self._direct:
-            if d.trace.matches(args):
-                outs = d.run(args)
-                args.clear()
-                return outs
+        if self._direct:
+            hit = self._traces(args)  # empties args when a trace ran
+            if hit is not None:
+                i, res = hit
+                d = self._direct[i]
+                return res if d.plain else d.finish(res)
         return self._record(args)
 
     def _record(self, args):
         rec = self.record
         inputs = None
-        if self._why_not is None and len(self._direct) < _MAX_TRACES:
+        if self._why_not is None and len(self._traces) < _MAX_TRACES:
             if all(isinstance(a, torch.Tensor) and a.device.type == "tpu" for a in args):
                 inputs = list(args)
             else:
@@ -114,7 +115,8 @@ class CompiledGraph:
                 results = [o if isinstance(o, torch.Tensor) else None for o in outs]
                 trace, info, why = _C._capture(inputs, results, runs)
                 if trace is not None:
-                    self._direct.append(_Direct(trace, outs))
+                    self._traces.add(trace)
+                    self._direct.append(_Direct(outs))
                     rec.traces.append(trace)
                 else:
                     self._why_not = why
