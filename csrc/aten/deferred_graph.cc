@@ -87,10 +87,13 @@ struct ThreadTrace {
   }
 };
 
-engine::ProgramCache<FusedProgram>& fused_cache() {
-  static auto* c = new engine::ProgramCache<FusedProgram>(1024);
-  return *c;
+// With and without device checks apart (see entry_cache).
+engine::ProgramCache<FusedProgram>& fused_cache(bool checks) {
+  static auto* with = new engine::ProgramCache<FusedProgram>(1024);
+  static auto* without = new engine::ProgramCache<FusedProgram>(1024);
+  return checks ? *with : *without;
 }
+engine::ProgramCache<FusedProgram>& fused_cache() { return fused_cache(lower::checks_enabled()); }
 
 thread_local const char* t_reason = nullptr;
 
@@ -607,7 +610,7 @@ void set_max_graph_nodes(size_t n) { g_max_nodes = n < 1 ? 1 : n; }
 
 size_t max_graph_nodes() { return g_max_nodes.load(); }
 
-void clear_fused_cache() { fused_cache().clear(); }
+void clear_fused_cache() { fused_cache(true).clear(), fused_cache(false).clear(); }
 
 void install_flush_hook() { engine::set_flush_hook(&flush_hook); }
 

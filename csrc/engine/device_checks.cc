@@ -1,6 +1,7 @@
 #include "engine/device_checks.h"
 
 #include "engine/async_errors.h"
+#include "engine/metrics.h"
 
 #include <atomic>
 #include <cstdint>
@@ -27,6 +28,7 @@ bool first_failure(const PendingChecks& p, CheckFailure* out) {
   std::vector<int64_t> vals(2 * n);
   try {
     p.flags->to_host(vals.data(), vals.size() * sizeof(int64_t));
+    metrics().bytes_to_host += vals.size() * sizeof(int64_t);
   } catch (const pjrt::Error&) {
     // The program itself failed at run time: that failure is what to report
     // (async_errors.h); its checks say nothing.
