@@ -87,10 +87,13 @@ struct ThreadTrace {
   }
 };
 
-engine::ProgramCache<FusedProgram>& fused_cache() {
-  static auto* c = new engine::ProgramCache<FusedProgram>(1024);
-  return *c;
+// With and without device checks apart (see entry_cache).
+engine::ProgramCache<FusedProgram>& fused_cache(bool checks) {
+  static auto* with = new engine::ProgramCache<FusedProgram>(1024);
+  static auto* without = new engine::ProgramCache<FusedProgram>(1024);
+  return checks ? *with : *without;
 }
+engine::ProgramCache<FusedProgram>& fused_cache() { return fused_cache(lower::checks_enabled()); }
 
 thread_local const char* t_reason = nullptr;
 
@@ -145,6 +148,16 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
   // outputs fall back to when a check fails (that op and later ones leave no
   // partial writes visible; storages made before it keep their values).
   std::vector<hlo::Value> before;
+  // A value a node writes to such a storage is gated where it is written, on
+  // the checks declared so far (`failed`): later nodes then read the gated value
+  // and the output is that same value, as without checks. Gating only at the
+  // outputs made each output a select over an ungated value that later nodes
+  // also read, and XLA recomputed the shared producers in every consumer (the
+  // minGPT step's AdamW update grew by a third). `gated[id]`: how many checks
+  // the gate of the slot's current value covers; only a slot written before a
+  // later check needs a second select at the output.
+  hlo::Value failed;
+  std::vector<size_t> gated(g.slots.size(), 0);
   for (size_t k = 0; k < upto; ++k) {
     Node& n = g.nodes[k];
     if (check_nodes && before.empty() && !n.entry->checks.empty()) before = cur;
@@ -159,13 +172,23 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
       TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
     if (check_nodes) check_nodes->insert(check_nodes->end(), checks.size() - had, k);
-    for (size_t j = 0; j < vals.size(); ++j) cur[n.outs[j]] = vals[j];
+    for (size_t c = had; c < checks.size(); ++c)
+      failed = failed.valid() ? b.binary("or", failed, checks[c].failed) : checks[c].failed;
+    for (size_t j = 0; j < vals.size(); ++j) {
+      int id = n.outs[j];
+      cur[id] = vals[j];
+      gated[id] = 0;
+      if (failed.valid() && !before.empty() && before[id].valid()) {
+        cur[id] = unless_failed(b, failed, before[id], vals[j]);
+        gated[id] = checks.size();
+      }
+    }
   }
   std::vector<hlo::Value> rets;
-  hlo::Value failed;
-  if (!checks.empty()) failed = any_failed(b, checks);
-  for (int id : outputs)
-    rets.push_back(checks.empty() ? cur[id] : unless_failed(b, failed, before.empty() ? hlo::Value{} : before[id], cur[id]));
+  for (int id : outputs) {
+    bool covered = gated[id] == checks.size() || before.empty() || !before[id].valid();
+    rets.push_back(covered ? cur[id] : unless_failed(b, failed, before[id], cur[id]));
+  }
   if (!checks.empty()) rets.push_back(check_flags(b, checks));
   b.ret(rets);
   return b.module_text();
@@ -587,7 +610,7 @@ void set_max_graph_nodes(size_t n) { g_max_nodes = n < 1 ? 1 : n; }
 
 size_t max_graph_nodes() { return g_max_nodes.load(); }
 
-void clear_fused_cache() { fused_cache().clear(); }
+void clear_fused_cache() { fused_cache(true).clear(), fused_cache(false).clear(); }
 
 void install_flush_hook() { engine::set_flush_hook(&flush_hook); }
 

@@ -169,6 +169,7 @@ std::string describe(Call& c);
 // The device buffer of a host value or RNG-state input (scalars cached by value).
 std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device);
 
-engine::ProgramCache<Entry>& entry_cache();
+engine::ProgramCache<Entry>& entry_cache();  // of the current checks setting
+engine::ProgramCache<Entry>& entry_cache(bool checks);
 
 }  // namespace tpu::aten

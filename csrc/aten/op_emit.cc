@@ -9,6 +9,7 @@
 #include "aten/op_call.h"
 #include "aten/tpu_tensor.h"
 #include "engine/view_io.h"
+#include "lower/checks.h"
 
 namespace tpu::aten {
 
@@ -286,10 +287,9 @@ hlo::Value any_failed(hlo::Builder& b, const std::vector<lower::Ctx::Check>& che
 
 hlo::Value check_flags(hlo::Builder& b, const std::vector<lower::Ctx::Check>& checks) {
   std::vector<hlo::Value> parts;
-  for (const auto& ch : checks) {
-    parts.push_back(b.reshape(b.convert(ch.failed, ElemType::S64), {1}));
-    parts.push_back(b.reshape(ch.value, {1}));
-  }
+  // One s64 per check, its worst value: INT64_MIN when it passed (Ctx::check),
+  // so the flag itself costs no extra element or conversion.
+  for (const auto& ch : checks) parts.push_back(b.reshape(ch.value, {1}));
   return b.concatenate(parts, 0);
 }
 
@@ -300,10 +300,16 @@ hlo::Value unless_failed(hlo::Builder& b, hlo::Value failed, hlo::Value before, 
   return b.select(failed, before, written);
 }
 
-engine::ProgramCache<Entry>& entry_cache() {
-  static auto* c = new engine::ProgramCache<Entry>(8192);
-  return *c;
+// Programs built with device checks and without are kept apart, so switching
+// the checks (_set_device_checks) recompiles nothing, and check_cost.py can
+// alternate steps with and without them in one process.
+engine::ProgramCache<Entry>& entry_cache(bool checks) {
+  static auto* with = new engine::ProgramCache<Entry>(8192);
+  static auto* without = new engine::ProgramCache<Entry>(8192);
+  return checks ? *with : *without;
 }
+
+engine::ProgramCache<Entry>& entry_cache() { return entry_cache(lower::checks_enabled()); }
 
 std::shared_ptr<Entry> entry_for(Call& c) {
   auto& cache = entry_cache();

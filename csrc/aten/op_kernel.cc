@@ -216,7 +216,7 @@ void raise_device_check_failures(int device) {
   }
 }
 
-void clear_program_cache() { entry_cache().clear(); }
+void clear_program_cache() { entry_cache(true).clear(), entry_cache(false).clear(); }
 size_t program_cache_size() { return entry_cache().size(); }
 
 }  // namespace tpu::aten

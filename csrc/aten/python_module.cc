@@ -149,9 +149,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device_checks", [](bool on) {
     py::gil_scoped_release nogil;
     tpu::aten::flush_all_pending("device checks switched");
+    // The program caches keep programs with and without checks apart.
     tpu::lower::set_checks_enabled(on);
-    tpu::aten::clear_program_cache();
-    tpu::aten::clear_fused_cache();
   });
   // Persistent compile cache (torch_tpu/cache.py).
   m.def("_cache_configure", &tpu::engine::configure_disk_cache);

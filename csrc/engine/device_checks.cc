@@ -1,8 +1,10 @@
 #include "engine/device_checks.h"
 
 #include "engine/async_errors.h"
+#include "engine/metrics.h"
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -24,9 +26,10 @@ Registry& registry() {
 // The first failed check of `p`, as a CheckFailure; false when all passed.
 bool first_failure(const PendingChecks& p, CheckFailure* out) {
   const size_t n = p.specs.size();
-  std::vector<int64_t> vals(2 * n);
+  std::vector<int64_t> vals(n);
   try {
     p.flags->to_host(vals.data(), vals.size() * sizeof(int64_t));
+    metrics().bytes_to_host += vals.size() * sizeof(int64_t);
   } catch (const pjrt::Error&) {
     // The program itself failed at run time: that failure is what to report
     // (async_errors.h); its checks say nothing.
@@ -34,10 +37,10 @@ bool first_failure(const PendingChecks& p, CheckFailure* out) {
     return false;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (vals[2 * i] == 0) continue;
+    if (vals[i] == INT64_MIN) continue;  // passed (lower::Ctx::check)
     std::string msg = p.specs[i]->message;
     auto at = msg.find("{}");
-    if (at != std::string::npos) msg.replace(at, 2, std::to_string(vals[2 * i + 1]));
+    if (at != std::string::npos) msg.replace(at, 2, std::to_string(vals[i]));
     std::string where = p.where ? p.where(i) : "";
     if (!where.empty()) msg += "\n(device-side check of " + where + ")";
     *out = CheckFailure(p.specs[i]->kind, msg);

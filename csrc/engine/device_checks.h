@@ -3,8 +3,9 @@
 // XLA clamps out-of-range indices instead of failing, so a lowering that
 // indexes with runtime data also computes, inside the same program, a flag and
 // the offending value for each check it declares (lower::Ctx::check). A
-// program's checks leave it as one extra s64[2 * n] output: (failed, value) per
-// check. Launching registers that buffer here without waiting; the host looks
+// program's checks leave it as one extra s64[n] output: per check the offending
+// value, INT64_MIN when it passed. Launching registers that buffer here
+// without waiting; the host looks
 // at the flags only where it waits anyway (a read to the host, synchronize, an
 // event), like CUDA's device-side asserts, and raises the first failure.
 //
@@ -36,7 +37,7 @@ class CheckFailure : public std::runtime_error {
 
 // The checks of one launched program.
 struct PendingChecks {
-  std::shared_ptr<pjrt::Buffer> flags;  // s64[2 * specs.size()]
+  std::shared_ptr<pjrt::Buffer> flags;  // s64[specs.size()]
   std::vector<const CheckSpec*> specs;  // owned by the program's cache entry
   std::shared_ptr<const void> keep;     // keeps the specs' owner alive
   // Says which op (and, in Defer & Fuse, which Python line) declared check i.

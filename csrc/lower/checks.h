@@ -14,7 +14,7 @@ struct CheckSpec {
 };
 
 // On unless TORCH_TPU_CHECKS=0. Programs built while off carry no checks (the
-// program caches are cleared when it changes).
+// op and fused-graph program caches keep the two kinds apart).
 bool checks_enabled();
 void set_checks_enabled(bool on);
 
