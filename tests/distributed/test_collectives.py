@@ -36,8 +36,8 @@ def test_a_failing_rank_gives_errors_not_hangs():
     assert time.time() - t0 < 120  # far below the world group's 120 s timeout plus start-up
 
 
-# The CPU plugin's buffers are read in place (one memcpy per piece); with
-# TORCH_TPU_DIST_HOST_VIEW=0 through PJRT's partial copies, as other platforms do.
+# Unpieced messages read the CPU plugin's buffer in place (one memcpy); with
+# TORCH_TPU_DIST_HOST_VIEW=0 through PJRT's copy, as other platforms do.
 @pytest.mark.parametrize("host_view", ["1", "0"], ids=["read_in_place", "pjrt_copies"])
 def test_host_staging_pieces_pool_and_aliased_results(host_view):
     rc, out = torchrun("staging.py", nproc=2, mode="defer_and_fuse",
