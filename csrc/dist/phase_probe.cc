@@ -25,7 +25,8 @@ class Table {
     p.total_us += us;
     if (us < p.fastest_us) p.fastest_us = us;
   }
-  ~Table() {
+  void print() {
+    std::lock_guard<std::mutex> g(mu_);
     const char* rank = std::getenv("RANK");
     for (const auto& [name, p] : phases_)
       std::fprintf(stderr, "[tpu dist profile rank %s] %-28s n=%-6lld mean %9.1f us  fastest %9.1f us\n",
@@ -38,9 +39,17 @@ class Table {
   std::map<std::string, Phase> phases_;
 };
 
+// Never destroyed (a Gloo thread may still record during exit); printed by an
+// atexit handler.
+Table* g_table = nullptr;
+
 Table& table() {
-  static Table t;  // prints at exit
-  return t;
+  static Table* t = [] {
+    g_table = new Table();
+    std::atexit([] { g_table->print(); });
+    return g_table;
+  }();
+  return *t;
 }
 
 }  // namespace
