@@ -14,6 +14,10 @@
 
     python benchmarks/distributed.py                 # both, 2 processes
     python benchmarks/distributed.py --skip-ddp --max-mb 16
+    TORCH_TPU_DIST_PROFILE=1 python benchmarks/distributed.py --skip-ddp  # + per-phase times
+
+TORCH_TPU_DIST_PIECE_MB (piece size, 0: none) and TORCH_TPU_DIST_HOST_VIEW=0 (no
+in-place read of the CPU plugin's buffers) select other staging plans to compare.
 """
 import argparse
 import datetime

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "dist/host_staging.h"
+#include "dist/phase_probe.h"
 #include "dist/staged_work.h"
 #include "dist/staging_pool.h"
 
@@ -54,17 +55,26 @@ void all_out(const TensorList& dst, const TensorList& hosts) {
   for (size_t i = 0; i < dst.size(); ++i) stage_out(dst[i], hosts[i]);
 }
 
-// Large allreduces go to Gloo in pieces of this size (TORCH_TPU_DIST_PIECE_MB,
-// default 4; 0 turns pieces off), so that copying to the host overlaps the
-// collective.
-int64_t piece_bytes() {
-  static const int64_t bytes = [] {
+// Large allreduces go to Gloo in pieces of 4 MB from 8 MB on, so that copying
+// one piece to the host overlaps Gloo's reduction of the one before. (Pieces
+// from 4 MB, of 1 MB, were measured slower at 4 MB on a loaded 2-core host:
+// each Gloo call costs a hand-off to its worker thread.) A pure function of
+// the size, so every rank posts the same collectives.
+// TORCH_TPU_DIST_PIECE_MB sets the piece size instead (pieces from twice it;
+// 0: no pieces).
+int64_t piece_bytes(int64_t nbytes) {
+  static const double fixed_mb = [] {
     const char* v = std::getenv("TORCH_TPU_DIST_PIECE_MB");
-    double mb = v != nullptr ? std::atof(v) : 4.0;
-    return mb <= 0 ? std::numeric_limits<int64_t>::max() / 4
-                   : static_cast<int64_t>(mb * (1 << 20));
+    return v != nullptr ? std::atof(v) : -1.0;
   }();
-  return bytes;
+  constexpr int64_t kMB = 1 << 20;
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max() / 4;
+  if (fixed_mb == 0) return kNone;
+  if (fixed_mb > 0) {
+    int64_t piece = static_cast<int64_t>(fixed_mb * kMB);
+    return nbytes >= 2 * piece ? piece : kNone;
+  }
+  return nbytes >= 8 * kMB ? 4 * kMB : kNone;
 }
 
 class HostStagedTransport final : public Transport {
@@ -111,12 +121,17 @@ class HostStagedTransport final : public Transport {
     std::vector<ReducePlan> plans;
     for (const auto& t : tensors)
       plans.emplace_back(opts.reduceOp, t.scalar_type(), gloo_->getSize(), what(op));
-    flush_pending_work();
+    auto issued = std::chrono::steady_clock::now();
+    {
+      PhaseProbe probe("allreduce 1 flush");
+      flush_pending_work();
+    }
+    PhaseProbe stage_probe("allreduce 2 stage in + post");
     TensorList hosts;
     std::vector<WorkPtr> inner;
-    int64_t piece = piece_bytes();
+    int64_t piece = piece_bytes(static_cast<int64_t>(tensors[0].nbytes()));
     if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place() &&
-        tensors[0].nbytes() >= static_cast<size_t>(2 * piece)) {
+        static_cast<int64_t>(tensors[0].nbytes()) > piece) {
       // Large: Gloo reduces each piece while the next one is still being
       // copied to the host (pieces of the same size on every rank).
       at::Tensor host = pooled_empty(tensors[0].sizes(), tensors[0].scalar_type());
@@ -155,7 +170,9 @@ class HostStagedTransport final : public Transport {
     }
     TensorList ts = tensors;
     return StagedWork::collective(inner, coalesced ? OpType::ALLREDUCE_COALESCED : OpType::ALLREDUCE,
-                      what(op), ts, [ts, hosts, plans] {
+                      what(op), ts, [ts, hosts, plans, issued] {
+                        if (profiling()) record_phase("allreduce 3 call to done", issued);
+                        PhaseProbe probe("allreduce 4 stage out");
                         for (size_t i = 0; i < ts.size(); ++i) plans[i].stage_out(ts[i], hosts[i]);
                         return list_of(ts);
                       });

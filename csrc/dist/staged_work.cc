@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "dist/phase_probe.h"
 #include "engine/execution_mode.h"
 
 namespace tpu::dist {
@@ -168,6 +169,7 @@ int StagedWork::sourceRank() const { return inner_.at(0)->sourceRank(); }
 std::vector<at::Tensor> StagedWork::result() { return state_->outputs; }
 
 bool StagedWork::wait(std::chrono::milliseconds timeout) {
+  PhaseProbe probe(p2p_ ? "p2p wait" : "collective wait");
   if (p2p_) {
     std::lock_guard<std::mutex> g(state_->mu);
     if (!state_->finished) {

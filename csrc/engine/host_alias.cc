@@ -1,5 +1,9 @@
 #include "engine/host_alias.h"
 
+#include <cstdlib>
+#include <string>
+
+#include "engine/async_errors.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -27,6 +31,22 @@ std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, i
   auto ev = pjrt::copy_raw_to_host(Runtime::get().client(), buf, dst, offset, size);
   if (ev) metrics().bytes_to_host += static_cast<uint64_t>(size);
   return ev;
+}
+
+pjrt::HostView readable_host_view(const pjrt::Buffer& buf, size_t nbytes) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCH_TPU_DIST_HOST_VIEW");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  if (!enabled) return {};
+  try {
+    buf.await_ready();
+  } catch (const pjrt::Error& e) {
+    raise_read_failure(buf, e);  // names the op whose program failed to produce it
+  }
+  pjrt::HostView view = pjrt::host_view(Runtime::get().client(), buf);
+  if (view.data != nullptr) metrics().bytes_to_host += nbytes;
+  return view;
 }
 
 }  // namespace tpu::engine

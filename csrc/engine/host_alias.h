@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "pjrt/host_transfer.h"
 #include "pjrt/pjrt.h"
 
 namespace tpu::engine {
@@ -24,5 +25,14 @@ std::shared_ptr<pjrt::Buffer> upload_aliasing(const void* data, hlo::ElemType el
 // platform has no partial copies.
 std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, int64_t offset,
                                            int64_t size);
+
+// A ready buffer's bytes readable in place (the CPU plugin keeps device
+// memory in host memory), for host-staged collectives that copy pieces of it
+// themselves, without the plugin's transfer path and its thread hop. Waits for
+// the buffer (its producer's failure raised as a read would raise it). Null
+// `data` where the platform has no host-addressable buffers; then use
+// download_part or download. `nbytes` (what the caller will read) counts as
+// a device-to-host transfer. TORCH_TPU_DIST_HOST_VIEW=0 turns it off.
+pjrt::HostView readable_host_view(const pjrt::Buffer& buf, size_t nbytes);
 
 }  // namespace tpu::engine

@@ -58,4 +58,36 @@ std::unique_ptr<Event> copy_raw_to_host(const Client& client, const Buffer& buf,
   return std::make_unique<Event>(client.shared_from_this(), args.event);
 }
 
+HostView host_view(const Client& client, const Buffer& buf) {
+  const PJRT_Api* api = client.api();
+  if (client.platform_name() != "cpu" || api->PJRT_Buffer_IncreaseExternalReferenceCount == nullptr ||
+      api->PJRT_Buffer_DecreaseExternalReferenceCount == nullptr ||
+      api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer == nullptr)
+    return {};
+  TPU_PJRT_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args, inc);
+  inc.buffer = buf.raw();
+  PJRT_Error* err = api->PJRT_Buffer_IncreaseExternalReferenceCount(&inc);
+  if (err != nullptr) {
+    detail::destroy_error(api, err);
+    return {};
+  }
+  auto self = client.shared_from_this();
+  PJRT_Buffer* raw = buf.raw();
+  // Released with the view; the Client (and so the plugin) outlives it.
+  std::shared_ptr<void> hold(raw, [self, api](void* b) {
+    TPU_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args, dec);
+    dec.buffer = static_cast<PJRT_Buffer*>(b);
+    PJRT_Error* e = api->PJRT_Buffer_DecreaseExternalReferenceCount(&dec);
+    if (e != nullptr) detail::destroy_error(api, e);
+  });
+  TPU_PJRT_ARGS(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, ptr);
+  ptr.buffer = raw;
+  err = api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer(&ptr);
+  if (err != nullptr) {
+    detail::destroy_error(api, err);
+    return {};
+  }
+  return HostView{ptr.device_memory_ptr, std::move(hold)};
+}
+
 }  // namespace tpu::pjrt

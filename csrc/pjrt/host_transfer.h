@@ -28,4 +28,16 @@ std::shared_ptr<Buffer> buffer_from_host_zero_copy(const Client& client, const v
 std::unique_ptr<Event> copy_raw_to_host(const Client& client, const Buffer& buf, void* dst,
                                         int64_t offset, int64_t size);
 
+// `buf`'s dense bytes where the plugin keeps them in this process's memory
+// (the CPU plugin: device memory is host memory), for a reader that copies
+// them itself instead of through the plugin's transfer path. `data` stays
+// valid while `hold` lives (an external reference: the plugin neither frees
+// nor moves the memory meanwhile). The buffer must be ready. Null `data` when
+// the plugin lacks the entries or the memory is not host memory.
+struct HostView {
+  const void* data = nullptr;
+  std::shared_ptr<void> hold;
+};
+HostView host_view(const Client& client, const Buffer& buf);
+
 }  // namespace tpu::pjrt

@@ -36,7 +36,10 @@ def test_a_failing_rank_gives_errors_not_hangs():
     assert time.time() - t0 < 120  # far below the world group's 120 s timeout plus start-up
 
 
-def test_host_staging_pieces_pool_and_aliased_results():
+# Unpieced messages read the CPU plugin's buffer in place (one memcpy); with
+# TORCH_TPU_DIST_HOST_VIEW=0 through PJRT's copy, as other platforms do.
+@pytest.mark.parametrize("host_view", ["1", "0"], ids=["read_in_place", "pjrt_copies"])
+def test_host_staging_pieces_pool_and_aliased_results(host_view):
     rc, out = torchrun("staging.py", nproc=2, mode="defer_and_fuse",
-                       env={"TORCH_TPU_DIST_PIECE_MB": "1"})
+                       env={"TORCH_TPU_DIST_PIECE_MB": "1", "TORCH_TPU_DIST_HOST_VIEW": host_view})
     assert_ok(rc, out, ["rank 0: STAGING OK", "rank 1: STAGING OK"])

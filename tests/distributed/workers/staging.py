@@ -37,6 +37,10 @@ def main():
         dist.all_reduce(v)
         torch.testing.assert_close(kept.cpu(), base * total * 2 + 1, rtol=0, atol=0)
         torch.testing.assert_close(v.cpu(), torch.full((n,), float(world)), rtol=0, atol=0)
+        # A program's output (pending until the collective flushes it), read in place.
+        w = torch.ones(n, device=TPU) * (rank + 1) + base.to(TPU)
+        dist.all_reduce(w)
+        torch.testing.assert_close(w.cpu(), base * world + total, rtol=0, atol=0)
         # bf16 and AVG (a conversion / post-division path) stay right too.
         h = (base * (rank + 1)).to(torch.bfloat16).to(TPU)
         dist.all_reduce(h, op=dist.ReduceOp.AVG)
