@@ -40,6 +40,7 @@ def main():
     for i in range(args.warmup + args.steps):
         if i == args.warmup:
             rec0 = torch_tpu._C._deferred_stats()["ops_recorded"]
+            torch_tpu._C._recording_by_op(reset=True)
         r0 = torch_tpu._C._deferred_stats()["ops_recorded"]
         t0, c0 = time.perf_counter(), time.thread_time()
         _, loss = model(x, y)
@@ -66,6 +67,18 @@ def main():
     per_op = statistics.median(c / n for c, n in zip(fwd_cpu, fwd_ops))
     print(f"{'forward recording per op':28s} {per_op * 1e6:8.2f} us (this thread's CPU time: "
           f"robust to load)")
+    # The backend's own share: time inside the generic kernel per recorded op
+    # (dispatcher, autograd and the model's Python excluded). The target of
+    # issue 16 ("recording at most 3 us per op") is the plain wall figure above;
+    # this one says how much of it the backend's recording path is.
+    by_op = torch_tpu._C._recording_by_op()
+    calls = sum(c for c, _ in by_op.values())
+    inside = sum(t for _, t in by_op.values())
+    print(f"{'  of which inside the kernel':28s} {inside / max(calls, 1) * 1e6:8.2f} us per op "
+          f"(backend's recording path only, wall; {calls / args.steps:.0f} calls per step)")
+    top = sorted(by_op.items(), key=lambda kv: -kv[1][1])[:5]
+    print("  most recording time: " + ", ".join(
+        f"{name} {t / c * 1e6:.1f} us x{c // args.steps}" for name, (c, t) in top))
     m = torch_tpu.debug.metrics()
     print(f"fused graphs run {m['fused_graphs_run']}, largest {m['largest_fused_graph']} ops, "
           f"fused cache misses {m['fused_cache_misses']}")

@@ -5,7 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "aten/kernels.h"
 #include "aten/tpu_tensor.h"
@@ -321,6 +323,69 @@ static void expand_indices(Call& c) {
   }
 }
 
+namespace {
+
+// The meta key of an out= call: everything its meta kernel can read -- the op,
+// every tensor's dtype, sizes, strides and device kind (and a CPU scalar's
+// value), and every other argument *by value*, runtime scalars included (an
+// arange's end decides its length). Unlike the program key, two calls with the
+// same meta key get the same result shapes.
+void put_meta_tensor(std::string& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back('n');
+    return;
+  }
+  key.push_back(t.device().type() == kTpu ? 't' : 'c');
+  put(key, static_cast<int8_t>(t.scalar_type()));
+  put_ints(key, t.sizes());
+  put_ints(key, t.strides());
+  if (t.device().is_cpu() && t.dim() == 0)  // a wrapped number: its value may shape the result
+    key.append(static_cast<const char*>(t.const_data_ptr()), t.element_size());
+}
+
+std::string meta_key(Call& c) {
+  std::string key;
+  key.reserve(128);
+  put(key, static_cast<const void*>(&c.op.schema()));
+  put(key, static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));
+  for (size_t i = 0; i < c.nargs; ++i) {
+    const c10::IValue& v = c.arg(i);
+    if (v.isTensor()) {
+      put_meta_tensor(key, v.toTensor());
+    } else if (v.isTensorList()) {
+      key.push_back('L');
+      for (const at::Tensor& t : v.toTensorList().vec()) put_meta_tensor(key, t);
+    } else if (c.info.arg_class[i] == ArgClass::kOptTensorList) {
+      key.push_back('O');
+      auto list = v.toOptionalTensorList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        std::optional<at::Tensor> t = list.get(k);
+        put_meta_tensor(key, t.has_value() ? *t : at::Tensor());
+      }
+    } else if (v.isGenerator()) {
+      key.push_back('G');
+    } else {
+      put_ivalue(key, v);
+    }
+  }
+  return key;
+}
+
+// Out= result shapes by meta key, so that a repeated out= call (arange.start_out
+// every forward) runs no meta kernel: PyTorch's Python meta kernels cost tens of
+// microseconds, ten times the rest of recording an op. Only successful meta runs
+// are kept: a call whose arguments PyTorch rejects runs (and raises) every time.
+struct MetaCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::vector<lower::OutMeta>> map;
+};
+MetaCache& meta_cache() {
+  static auto* m = new MetaCache();
+  return *m;
+}
+
+}  // namespace
+
 void prepare(Call& c) {
   expand_indices(c);
   // out= tensors first take the shapes PyTorch's meta kernel gives (also for
@@ -328,9 +393,24 @@ void prepare(Call& c) {
   // must precede the cache lookup: the shape may depend on runtime scalars that
   // are not in the key (arange's end), so a cached entry cannot tell it.
   if (c.info.has_out) {
+    std::string mk = meta_key(c);
+    MetaCache& mc = meta_cache();
     std::vector<lower::OutMeta> meta;
+    bool hit = false;
+    {
+      std::lock_guard<std::mutex> g(mc.mu);
+      auto it = mc.map.find(mk);
+      if (it != mc.map.end()) meta = it->second, hit = true;
+    }
     std::vector<int64_t> counts;
-    if (run_meta(c, meta, counts)) resize_outs(c, meta);
+    if (hit || run_meta(c, meta, counts)) {
+      if (!hit) {
+        std::lock_guard<std::mutex> g(mc.mu);
+        if (mc.map.size() >= 4096) mc.map.clear();
+        mc.map.emplace(std::move(mk), meta);
+      }
+      resize_outs(c, meta);
+    }
   }
   c.walk();
 }

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 #include "aten/deferred_graph.h"
 #include "aten/kernels.h"
 #include "aten/op_call.h"
+#include "aten/recording_time.h"
 #include "aten/tpu_tensor.h"
 #include "engine/device_checks.h"
 #include "engine/execution_mode.h"
@@ -182,9 +184,14 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Call c(op, *info, stack);
   try {
     if (engine::current_mode() == engine::Mode::kDeferAndFuse) {
+      auto t0 = std::chrono::steady_clock::now();
       c.deferred = true;
       prepare(c);
       record_deferred(c, entry_for(c));
+      // steady_clock is a vDSO read (tens of ns): cheap enough to keep always on.
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - t0).count();
+      add_recording_time(info, static_cast<uint64_t>(ns));
     } else {
       run_strict(c);
     }
@@ -214,6 +221,34 @@ void raise_device_check_failures(int device) {
     if (e.is_out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
     TORCH_CHECK(false, e.what());
   }
+}
+
+namespace {
+struct RecordingTimes {
+  std::mutex mu;  // uncontended in the common case: one recording thread
+  std::unordered_map<const OpInfo*, std::pair<uint64_t, uint64_t>> by_op;  // (calls, ns)
+};
+RecordingTimes& recording_times() {
+  static auto* r = new RecordingTimes();
+  return *r;
+}
+}  // namespace
+
+void add_recording_time(const OpInfo* info, uint64_t ns) {
+  RecordingTimes& r = recording_times();
+  std::lock_guard<std::mutex> g(r.mu);
+  auto& v = r.by_op[info];
+  v.first++;
+  v.second += ns;
+}
+
+std::vector<OpRecordingTime> recording_by_op(bool reset) {
+  RecordingTimes& r = recording_times();
+  std::lock_guard<std::mutex> g(r.mu);
+  std::vector<OpRecordingTime> out;
+  for (const auto& [info, v] : r.by_op) out.push_back({info->name, v.first, v.second});
+  if (reset) r.by_op.clear();
+  return out;
 }
 
 void clear_program_cache() { entry_cache(true).clear(), entry_cache(false).clear(); }

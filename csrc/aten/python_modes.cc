@@ -2,6 +2,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/deferred_graph.h"
+#include "aten/recording_time.h"
 #include "engine/execution_mode.h"
 #include "engine/executor.h"
 
@@ -28,6 +29,13 @@ void bind_modes(py::module& m) {
   m.def("_max_graph_nodes", [] { return max_graph_nodes(); });
   m.def("_clear_fused_cache", [] { clear_fused_cache(); });
   m.def("_reset_deferred_stats", [] { reset_deferred_stats(); });
+  // {op name: (calls, seconds)} of Defer & Fuse recording inside the generic
+  // kernel since the last reset (reset=True zeroes the counters after reading).
+  m.def("_recording_by_op", [](bool reset) {
+    py::dict d;
+    for (const auto& r : recording_by_op(reset)) d[py::str(r.op)] = py::make_tuple(r.calls, r.ns * 1e-9);
+    return d;
+  }, py::arg("reset") = false);
   m.def("_deferred_stats", [] {
     DeferredStats s = deferred_stats();
     py::dict d;
