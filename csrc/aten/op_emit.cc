@@ -120,10 +120,28 @@ static hlo::Value reinterpret(hlo::Builder& b, hlo::Value p, ElemType want, cons
   if (p.elem() == ElemType::PRED) p = b.convert(p, ElemType::U8);
   if (want == ElemType::PRED) return b.convert(reinterpret(b, p, ElemType::U8, op), want);
   if (p.elem() == want) return p;
+  // Complex elements have no bitcast in StableHLO: a complex storage is its
+  // (real, imag) pairs of the component float type, which view_as_real reads
+  // and view_as_complex (of a float storage) pairs up again.
+  if (hlo::is_complex(p.elem())) {
+    const int64_t n = p.dims()[0];
+    hlo::Value re = b.reshape(b.unary("real", p), {n, 1});
+    hlo::Value im = b.reshape(b.unary("imag", p), {n, 1});
+    hlo::Value pairs = b.reshape(b.concatenate({re, im}, 1), {2 * n});
+    return reinterpret(b, pairs, want, op);
+  }
+  if (hlo::is_complex(want)) {
+    ElemType part = want == ElemType::C64 ? ElemType::F32 : ElemType::F64;
+    hlo::Value f = reinterpret(b, p, part, op);
+    const int64_t m = f.dims()[0] / 2;  // a trailing partial element is dropped
+    if (2 * m != f.dims()[0]) f = b.slice(f, {0}, {2 * m}, {1});
+    f = b.reshape(f, {m, 2});
+    hlo::Value re = b.reshape(b.slice(f, {0, 0}, {m, 1}, {1, 1}), {m});
+    hlo::Value im = b.reshape(b.slice(f, {0, 1}, {m, 2}, {1, 1}), {m});
+    return b.binary("complex", re, im);
+  }
   const int64_t from = hlo::bit_width(p.elem()), to = hlo::bit_width(want);
   const int64_t n = p.dims()[0];
-  TORCH_CHECK(!hlo::is_complex(p.elem()) && !hlo::is_complex(want), op,
-              ": reinterpreting a complex tpu storage as another dtype is not supported");
   if (from == to) return b.bitcast_convert(p, hlo::TensorType{want, {n}});
   if (from > to) {  // each element splits into from/to narrower ones
     hlo::Value v = b.bitcast_convert(p, hlo::TensorType{want, {n, from / to}});

@@ -17,6 +17,7 @@ namespace tpu::aten {
 
 void register_unique_kernels(torch::Library& m);             // unique_kernels.cc
 void register_repeat_interleave_kernels(torch::Library& m);  // repeat_interleave_kernels.cc
+void register_complex_view_kernels(torch::Library& m);       // complex_view_kernels.cc
 
 namespace {
 
@@ -64,6 +65,7 @@ void register_all_kernels() {
   register_data_dependent_kernels(*lib);
   register_unique_kernels(*lib);
   register_repeat_interleave_kernels(*lib);
+  register_complex_view_kernels(*lib);
   register_sparse_kernels(*lib);
   for (const auto& op : lowered_ops()) {
     std::string name = full_name(op.schema().operator_name());

@@ -10,6 +10,10 @@
 //                                             so -0.0 / 0.0 groups keep the CPU's sign)
 //   counts[g]   = #{ i : group[i] == g }
 // With a dim, x[i] is the i-th slice along dim and slices differ where any element does.
+// _unique2 (torch.unique without a dim; ViLT's visual embedding) is the same grouping of
+// the stably sorted flat input; the inverse indices are scattered back through the sort's
+// permutation. Its output is sorted whether or not `sorted` is asked for, as on CUDA
+// (unsorted order is unspecified; the CPU's hash-based unsorted order is not reproduced).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -68,11 +72,31 @@ Triple unique_dim_consecutive_kernel(const at::Tensor& self, int64_t dim, bool r
   return unique_consecutive_kernel(self, return_inverse, return_counts, dim);
 }
 
+Triple unique2_kernel(const at::Tensor& self, bool /*sorted*/, bool return_inverse,
+                      bool return_counts) {
+  TORCH_CHECK(!self.is_complex(), "unique: complex tensors are not supported (", self.scalar_type(),
+              ")");
+  auto long_opts = self.options().dtype(at::kLong);
+  int64_t n = self.numel();
+  if (n == 0) {
+    return {at::empty({0}, self.options()),
+            return_inverse ? at::empty(self.sizes(), long_opts) : at::empty({0}, long_opts),
+            at::empty({0}, long_opts)};
+  }
+  auto [values, perm] = self.reshape({n}).sort(/*stable=*/true, 0, /*descending=*/false);
+  auto [first, group, counts] = group_rows(values.reshape({n, 1}), return_counts);
+  at::Tensor inverse = return_inverse
+                           ? at::empty({n}, long_opts).scatter_(0, perm, group).reshape(self.sizes())
+                           : at::empty({0}, long_opts);
+  return {values.index_select(0, first), inverse, counts};
+}
+
 }  // namespace
 
 void register_unique_kernels(torch::Library& m) {
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive_kernel));
   m.impl("unique_dim_consecutive", TORCH_FN(unique_dim_consecutive_kernel));
+  m.impl("_unique2", TORCH_FN(unique2_kernel));
 }
 
 }  // namespace tpu::aten

@@ -189,10 +189,13 @@ std::pair<Value, Value> sort_with_index(hlo::Builder& b, Value x, int64_t dim, b
 }
 
 // Declared here rather than in helpers.h (nothing else calls them, and every lowering
-// file includes helpers.h): bucketize.cc, weight_norm.cc, upsample_linear1d.cc.
+// file includes helpers.h): bucketize.cc, weight_norm.cc, upsample_linear1d.cc,
+// upsample_bicubic2d.cc, polar.cc.
 void register_bucketize();
 void register_weight_norm();
 void register_upsample_linear1d();
+void register_upsample_bicubic2d();
+void register_polar();
 
 void register_all() {
   static bool done = false;
@@ -236,6 +239,8 @@ void register_all() {
   register_bucketize();
   register_weight_norm();
   register_upsample_linear1d();
+  register_upsample_bicubic2d();
+  register_polar();
 }
 
 }  // namespace tpu::lower

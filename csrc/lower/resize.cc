@@ -14,13 +14,6 @@ namespace {
 
 using namespace nn;
 
-// PyTorch's area_pixel_compute_scale (float arithmetic, as its CPU kernels).
-float pixel_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
-  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f;
-  if (scale && *scale > 0) return static_cast<float>(1.0 / *scale);
-  return static_cast<float>(in) / static_cast<float>(out);
-}
-
 Value nearest_matrix(hlo::Builder& b, int64_t in, int64_t out, std::optional<double> s, ElemType t) {
   std::vector<double> v(static_cast<size_t>(in * out), 0.0);
   float scale = pixel_scale(in, out, false, s);
@@ -66,6 +59,12 @@ std::vector<Value> backward(Ctx& c, const MatFn& m) {
 }
 
 }  // namespace
+
+float pixel_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f;
+  if (scale && *scale > 0) return static_cast<float>(1.0 / *scale);
+  return static_cast<float>(in) / static_cast<float>(out);
+}
 
 std::optional<double> opt_double(const Ctx& c, size_t i) {
   const c10::IValue& v = c.value(i);

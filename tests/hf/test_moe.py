@@ -43,3 +43,27 @@ def test_moe_forward_backward_matches_cpu_without_fallback(arch, mode):
     for n, p in model.named_parameters():
         if n in ref_grads:
             torch.testing.assert_close(p.grad.cpu(), ref_grads[n], rtol=1e-4, atol=1e-5, msg=n)
+
+
+@pytest.mark.parametrize("arch", sorted(CONFIGS))
+def test_moe_compiled_float32_matches_cpu(arch):
+    """torch.compile(backend="tpu") traces the experts' grouped_mm in float32 (tpu's
+    AutogradPrivateUse1 decomposition, csrc/aten/grouped_mm_kernel.cc, instead of PyTorch's
+    bfloat16-only meta function)."""
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(CONFIGS[arch]())
+    ids = torch.randint(0, 64, (2, 12))
+    ref = model(ids, labels=ids)
+    ref.loss.backward()
+    ref_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    model.to("tpu")
+    compiled = torch.compile(model, backend="tpu")
+    torch_tpu.debug.reset_metrics()
+    out = compiled(ids.to("tpu"), labels=ids.to("tpu"))
+    out.loss.backward()
+    assert torch_tpu.debug.metrics()["cpu_fallback_counts"] == {}
+    torch.testing.assert_close(out.logits.cpu(), ref.logits, rtol=1e-4, atol=1e-5)
+    for n, p in model.named_parameters():
+        if n in ref_grads:
+            torch.testing.assert_close(p.grad.cpu(), ref_grads[n], rtol=1e-4, atol=1e-5, msg=n)
