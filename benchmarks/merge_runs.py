@@ -20,11 +20,13 @@ sys.path.insert(0, HERE)
 
 from measure import MODES  # noqa: E402
 from run_all import PRECISIONS, chart, table  # noqa: E402
-from workloads import KINDS, MODELS  # noqa: E402
+from workloads import KINDS, MODELS, kinds  # noqa: E402
 
 
-def merge(runs):
-    """(rows by (model, step, mode, precision), the runs' settings per chunk)."""
+def merge(runs, missing=None):
+    """Rows by (model, step, mode, precision). With `missing` (a reason), every row of
+    the full suite's plan for the runs' models that no run measured is a row too, saying
+    so: a chunk that did not finish leaves named gaps, not a shorter table."""
     rows = {}
     for run in runs:
         for r in run["rows"]:
@@ -32,6 +34,12 @@ def merge(runs):
             if k not in rows or ("error" in rows[k] and "error" not in r):
                 rows[k] = {f: v for f, v in r.items()
                            if f not in ("model", "step", "mode", "precision")}
+    if missing:
+        for model in {m for (m, _, _, _) in rows}:
+            for kind in kinds(model):
+                for mode in MODES:
+                    for precision in PRECISIONS:
+                        rows.setdefault((model, kind, mode, precision), dict(error=missing))
     for (model, kind, mode, precision), r in rows.items():
         if "error" in r:
             continue
@@ -47,12 +55,14 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run_all.py JSON files, in order of preference")
     p.add_argument("--json", required=True, help="the merged JSON (the chart beside it, .png)")
+    p.add_argument("--missing", help="the reason shown for planned rows no run measured "
+                                     "(default: such rows are left out)")
     args = p.parse_args()
     runs = []
     for path in args.runs:
         with open(path) as f:
             runs.append(dict(json.load(f), file=os.path.basename(path)))
-    rows = merge(runs)
+    rows = merge(runs, args.missing)
     chunks = [{k: run.get(k) for k in ("file", "suite", "isolate", "cpu_threads", "load_average",
                                         "seconds", "steps", "warmup", "matmul_peak_flops")}
               for run in runs]
