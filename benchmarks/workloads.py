@@ -28,18 +28,19 @@ SIZES = {
     "full": dict(gpt=dict(layers=4, width=256, heads=4, context=128, batch=8, vocab=65),
                  resnet=dict(width=16, image=32, batch=32, blocks=(2, 2, 2, 2)),
                  dlrm=dict(tables=(1_000_000, 100_000, 10_000, 1_000, 100, 10), dim=16, batch=256),
-                 unet=dict(width=32, image=16, batch=32, timesteps=200),
+                 unet=dict(width=32, image=16, batch=32, timesteps=200, mults=(1, 2, 2)),
                  lm=_LM["full"]),
-    # quick: one block per stage or layer (tracing and compiling grow with the depth)
+    # quick: one block per stage or layer, two UNet levels (tracing and compiling grow
+    # with the depth: a cold --quick spent most of its time compiling the 3-level UNet)
     "quick": dict(gpt=dict(layers=1, width=64, heads=4, context=32, batch=8, vocab=65),
                   resnet=dict(width=8, image=16, batch=16, blocks=(1, 1, 1, 1)),
                   dlrm=dict(tables=(100_000, 1_000, 100, 10), dim=16, batch=128),
-                  unet=dict(width=8, image=8, batch=8, timesteps=50),
+                  unet=dict(width=8, image=8, batch=8, timesteps=50, mults=(1, 2)),
                   lm=_LM["quick"]),
     "smoke": dict(gpt=dict(layers=1, width=32, heads=2, context=16, batch=2, vocab=65),
                   resnet=dict(width=4, image=8, batch=4, blocks=(1, 1)),
                   dlrm=dict(tables=(1_000, 100, 10), dim=8, batch=16),
-                  unet=dict(width=8, image=8, batch=2, timesteps=10),
+                  unet=dict(width=8, image=8, batch=2, timesteps=10, mults=(1, 2)),
                   lm=_LM["smoke"]),
 }
 MODELS = ("mingpt", "resnet", "dlrm", "unet", "llama", "qwen")
@@ -68,7 +69,8 @@ def describe(model, size):
         return f"DLRM tables {d['tables']} x {d['dim']}, batch {d['batch']}"
     if model == "unet":
         u = s["unet"]
-        return f"DDPM UNet width {u['width']}, {u['image']}x{u['image']} images, batch {u['batch']}"
+        return (f"DDPM UNet width {u['width']}, {len(u['mults'])} levels, "
+                f"{u['image']}x{u['image']} images, batch {u['batch']}")
     lm = s["lm"]
     name = "Llama (LlamaForCausalLM)" if model == "llama" else "Qwen3 (Qwen3ForCausalLM)"
     return (f"{name} {lm['layers']} layers x {lm['hidden']}, {lm['heads']} heads ({lm['kv']} kv), "
@@ -137,7 +139,8 @@ def build(model, size, device):
         from examples.unet.diffusion import Diffusion
         from examples.unet.model import UNet
         c = s["unet"]
-        net = Diffusion(UNet(width=c["width"], image=c["image"], attn_res=c["image"] // 2),
+        net = Diffusion(UNet(width=c["width"], mults=c["mults"], image=c["image"],
+                             attn_res=c["image"] // 2),
                         steps=c["timesteps"])
         x0 = torch.rand(c["batch"], 3, c["image"], c["image"], generator=g) * 2 - 1
         t = torch.randint(0, c["timesteps"], (c["batch"],), generator=g)
