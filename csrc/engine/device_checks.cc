@@ -2,6 +2,8 @@
 
 #include "engine/async_errors.h"
 #include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "pjrt/host_transfer.h"
 
 #include <atomic>
 #include <climits>
@@ -23,20 +25,48 @@ Registry& registry() {
   return *r;
 }
 
-// The first failed check of `p`, as a CheckFailure; false when all passed.
-bool first_failure(const PendingChecks& p, CheckFailure* out) {
-  const size_t n = p.specs.size();
-  std::vector<int64_t> vals(n);
-  try {
-    p.flags->to_host(vals.data(), vals.size() * sizeof(int64_t));
-    metrics().bytes_to_host += vals.size() * sizeof(int64_t);
-  } catch (const pjrt::Error&) {
+// The flags of each program in `ps`, read together: every copy is started
+// before any is awaited, so a sync point after many checked programs (Strict
+// Eager launches one per checked op) waits once rather than once per program.
+// A program whose flags cannot be read (it failed at run time) gets no
+// values. Every started copy is awaited before this returns, so no copy can
+// land in freed memory.
+std::vector<std::vector<int64_t>> read_flags(const std::vector<PendingChecks>& ps) {
+  std::vector<std::vector<int64_t>> vals(ps.size());
+  std::vector<std::unique_ptr<pjrt::Event>> copies(ps.size());
+  pjrt::Client& client = Runtime::get().client();
+  for (size_t k = 0; k < ps.size(); ++k) {
+    vals[k].resize(ps[k].specs.size());
+    if (vals[k].empty()) continue;
+    try {
+      copies[k] = pjrt::start_copy_to_host(client, *ps[k].flags, vals[k].data(),
+                                           vals[k].size() * sizeof(int64_t));
+    } catch (const pjrt::Error&) {
+      vals[k].clear();
+    }
+  }
+  for (size_t k = 0; k < ps.size(); ++k) {
+    if (!copies[k]) continue;
+    try {
+      copies[k]->await();
+      metrics().bytes_to_host += vals[k].size() * sizeof(int64_t);
+    } catch (const pjrt::Error&) {
+      vals[k].clear();
+    }
+  }
+  return vals;
+}
+
+// The first failed check of `p` given its flags `vals`, as a CheckFailure;
+// false when all passed.
+bool first_failure(const PendingChecks& p, const std::vector<int64_t>& vals, CheckFailure* out) {
+  if (vals.size() != p.specs.size()) {
     // The program itself failed at run time: that failure is what to report
     // (async_errors.h); its checks say nothing.
     raise_async_failures(p.device);
     return false;
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < vals.size(); ++i) {
     if (vals[i] == INT64_MIN) continue;  // passed (lower::Ctx::check)
     std::string msg = p.specs[i]->message;
     auto at = msg.find("{}");
@@ -58,12 +88,14 @@ void add_pending_checks(PendingChecks p) {
   // bound, finished programs whose checks all passed are dropped (a failed one
   // stays until the next sync point reports it).
   if (r.pending.size() >= 1024) {
-    std::vector<PendingChecks> keep;
+    std::vector<PendingChecks> keep, done;
+    for (auto& q : r.pending)
+      (q.flags->ready_event()->is_ready() ? done : keep).push_back(std::move(q));
+    std::vector<std::vector<int64_t>> vals = read_flags(done);
     CheckFailure f(CheckSpec::kIndexError, "");
-    for (auto& q : r.pending) {
-      bool ready = q.flags->ready_event()->is_ready();
-      if (!ready || first_failure(q, &f)) keep.push_back(std::move(q));
-    }
+    for (size_t k = 0; k < done.size(); ++k)
+      if (vals[k].size() != done[k].specs.size() || first_failure(done[k], vals[k], &f))
+        keep.push_back(std::move(done[k]));
     r.pending.swap(keep);
   }
   r.pending.push_back(std::move(p));
@@ -82,9 +114,10 @@ void raise_failed_checks(int device) {
       (device < 0 || q.device == device ? mine : keep).push_back(std::move(q));
     r.pending.swap(keep);
   }
+  std::vector<std::vector<int64_t>> vals = read_flags(mine);
   CheckFailure f(CheckSpec::kIndexError, "");
-  for (auto& q : mine)
-    if (first_failure(q, &f)) throw f;
+  for (size_t k = 0; k < mine.size(); ++k)
+    if (first_failure(mine[k], vals[k], &f)) throw f;
 }
 
 void clear_pending_checks() {

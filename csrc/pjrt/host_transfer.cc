@@ -90,4 +90,27 @@ HostView host_view(const Client& client, const Buffer& buf) {
   return HostView{ptr.device_memory_ptr, std::move(hold)};
 }
 
+std::unique_ptr<Event> start_copy_to_host(const Client& client, const Buffer& buf, void* dst,
+                                          size_t nbytes) {
+  const PJRT_Api* api = client.api();
+  // The size query first (dst == nullptr), as Buffer::to_host does: a mismatch
+  // would otherwise be a silent overrun or a partial copy.
+  TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, query);
+  query.src = buf.raw();
+  query.dst = nullptr;
+  TPU_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, query, "PJRT_Buffer_ToHostBuffer (size query)");
+  auto self = client.shared_from_this();
+  if (query.event != nullptr) Event unused(self, query.event);  // not expected; just free it
+  if (query.dst_size != nbytes)
+    throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
+                "start_copy_to_host: destination holds " + std::to_string(nbytes) +
+                    " bytes but the buffer needs " + std::to_string(query.dst_size));
+  TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
+  args.src = buf.raw();
+  args.dst = dst;
+  args.dst_size = nbytes;
+  TPU_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args, "copying buffer to host");
+  return std::make_unique<Event>(self, args.event);
+}
+
 }  // namespace tpu::pjrt

@@ -40,4 +40,12 @@ struct HostView {
 };
 HostView host_view(const Client& client, const Buffer& buf);
 
+// Buffer::to_host without the wait: starts copying the whole buffer (dense,
+// row-major; `nbytes` must equal its size) into `dst` and returns the event
+// that fires once it has landed, carrying the producer's failure. Unlike
+// copy_raw_to_host it is safe on a buffer whose program still runs. Starting
+// several before awaiting any lets a reader of many small buffers wait once.
+std::unique_ptr<Event> start_copy_to_host(const Client& client, const Buffer& buf, void* dst,
+                                          size_t nbytes);
+
 }  // namespace tpu::pjrt

@@ -184,6 +184,22 @@ def test_reported_at_synchronize_and_item():
     assert t.add(1).sum().item() == 4.0
 
 
+def test_many_checked_programs_report_the_failed_one_once():
+    """A sync point reads the flags of every checked program launched since the last
+    one together (Strict Eager: one program per op); the one bad index among many
+    good ones is reported, once, with its op and bound, and later work is unaffected."""
+    t = torch.arange(4.0, device="tpu")
+    good = [t.index_select(0, torch.tensor([i % 4], device="tpu")) for i in range(6)]
+    bad = t.gather(0, torch.tensor([9], device="tpu"))
+    more = [t.index_select(0, torch.tensor([3 - i % 4], device="tpu")) for i in range(6)]
+    with pytest.raises(RuntimeError, match="index 9 is out of bounds for dimension 0 with size 4"):
+        torch.tpu.synchronize()
+    torch.tpu.synchronize()  # reported once: nothing is pending any more
+    assert [g.item() for g in good] == [float(i % 4) for i in range(6)]
+    assert [m.item() for m in more] == [float(3 - i % 4) for i in range(6)]
+    del bad
+
+
 def test_defer_and_fuse_names_python_line(tpu_execution_mode):
     if tpu_execution_mode != "defer_and_fuse":
         return
