@@ -66,4 +66,15 @@ inline std::vector<int64_t> leading_dims(const Value& x) {
   return {x.dims().begin(), x.dims().end() - 2};
 }
 
+// x [..., H, W] -> [..., OH, OW] with A_h [OH, H], A_w [OW, W]: apply_hw over
+// the leading dims flattened (the upsample lowerings and their backwards).
+inline Value resize(hlo::Builder& b, Value x, Value ah, Value aw) {
+  int64_t h = x.dims()[x.rank() - 2], w = x.dims()[x.rank() - 1];
+  Value y = apply_hw(b, b.reshape(x, {numel_of(leading_dims(x)), h, w}), ah, aw);
+  auto od = leading_dims(x);
+  od.push_back(ah.dims()[0]);
+  od.push_back(aw.dims()[0]);
+  return b.reshape(y, od);
+}
+
 }  // namespace tpu::lower::nn

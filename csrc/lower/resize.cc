@@ -25,16 +25,6 @@ Value nearest_matrix(hlo::Builder& b, int64_t in, int64_t out, std::optional<dou
 }
 
 
-// Forward: x [..., H, W] -> [..., OH, OW].
-Value resize(hlo::Builder& b, Value x, Value ah, Value aw) {
-  int64_t h = x.dims()[x.rank() - 2], w = x.dims()[x.rank() - 1];
-  Value y = apply_hw(b, b.reshape(x, {numel_of(leading_dims(x)), h, w}), ah, aw);
-  auto od = leading_dims(x);
-  od.push_back(ah.dims()[0]);
-  od.push_back(aw.dims()[0]);
-  return b.reshape(y, od);
-}
-
 using MatFn = std::function<Value(hlo::Builder&, int64_t in, int64_t out, int axis, ElemType)>;
 
 // upsample_*2d(self, output_size, ...) given the matrix rule.

@@ -41,16 +41,6 @@ Value cubic_matrix(hlo::Builder& b, int64_t in, int64_t out, bool align, std::op
   return b.dense_f(v, {t, {out, in}});
 }
 
-// x [..., H, W] -> [..., OH, OW] with A_h [OH, H], A_w [OW, W].
-Value resize(hlo::Builder& b, Value x, Value ah, Value aw) {
-  int64_t h = x.dims()[x.rank() - 2], w = x.dims()[x.rank() - 1];
-  Value y = apply_hw(b, b.reshape(x, {numel_of(leading_dims(x)), h, w}), ah, aw);
-  auto od = leading_dims(x);
-  od.push_back(ah.dims()[0]);
-  od.push_back(aw.dims()[0]);
-  return b.reshape(y, od);
-}
-
 // upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners,
 //                    float? scales_h=None, float? scales_w=None)
 std::vector<Value> forward(Ctx& c) {
