@@ -1,4 +1,5 @@
 // PJRT_Buffer wrapper: metadata queries, readiness and device->host copies.
+#include "pjrt/host_transfer.h"
 #include "pjrt/internal.h"
 
 namespace tpu::pjrt {
@@ -70,34 +71,9 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 void Buffer::await_ready() const { ready_event()->await(); }
 
 void Buffer::to_host(void* dst, size_t nbytes) const {
-  const PJRT_Api* api = client_->api();
-  // First ask for the size the host copy needs (dst == nullptr): a mismatch
-  // would otherwise be a silent overrun or a partial copy.
-  TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, query);
-  query.src = buf_;
-  query.host_layout = nullptr;
-  query.dst = nullptr;
-  TPU_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, query, "PJRT_Buffer_ToHostBuffer (size query)");
-  if (query.event != nullptr) {
-    Event unused(client_, query.event);  // not expected for a size query; just free it
-  }
-  if (query.dst_size != nbytes) {
-    throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
-                "to_host: destination holds " + std::to_string(nbytes) +
-                    " bytes but the buffer needs " + std::to_string(query.dst_size));
-  }
-  if (nbytes == 0) return;
-
-  TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
-  args.src = buf_;
-  args.host_layout = nullptr;  // the buffer's own (dense row-major) layout
-  args.dst = dst;
-  args.dst_size = nbytes;
-  TPU_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args, "copying buffer to host");
   // The copy is asynchronous; its event also carries the failure of whatever
   // program produced this buffer.
-  Event done(client_, args.event);
-  done.await();
+  if (auto done = start_copy_to_host(*client_, *this, dst, nbytes)) done->await();
 }
 
 }  // namespace tpu::pjrt

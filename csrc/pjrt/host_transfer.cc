@@ -93,8 +93,8 @@ HostView host_view(const Client& client, const Buffer& buf) {
 std::unique_ptr<Event> start_copy_to_host(const Client& client, const Buffer& buf, void* dst,
                                           size_t nbytes) {
   const PJRT_Api* api = client.api();
-  // The size query first (dst == nullptr), as Buffer::to_host does: a mismatch
-  // would otherwise be a silent overrun or a partial copy.
+  // The size query first (dst == nullptr): a mismatch would otherwise be a
+  // silent overrun or a partial copy.
   TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, query);
   query.src = buf.raw();
   query.dst = nullptr;
@@ -103,8 +103,9 @@ std::unique_ptr<Event> start_copy_to_host(const Client& client, const Buffer& bu
   if (query.event != nullptr) Event unused(self, query.event);  // not expected; just free it
   if (query.dst_size != nbytes)
     throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
-                "start_copy_to_host: destination holds " + std::to_string(nbytes) +
+                "to_host: destination holds " + std::to_string(nbytes) +
                     " bytes but the buffer needs " + std::to_string(query.dst_size));
+  if (nbytes == 0) return nullptr;  // nothing to copy
   TPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = buf.raw();
   args.dst = dst;

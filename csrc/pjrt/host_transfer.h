@@ -42,7 +42,8 @@ HostView host_view(const Client& client, const Buffer& buf);
 
 // Buffer::to_host without the wait: starts copying the whole buffer (dense,
 // row-major; `nbytes` must equal its size) into `dst` and returns the event
-// that fires once it has landed, carrying the producer's failure. Unlike
+// that fires once it has landed, carrying the producer's failure (null when
+// `nbytes` is 0: there is nothing to copy). Unlike
 // copy_raw_to_host it is safe on a buffer whose program still runs. Starting
 // several before awaiting any lets a reader of many small buffers wait once.
 std::unique_ptr<Event> start_copy_to_host(const Client& client, const Buffer& buf, void* dst,
