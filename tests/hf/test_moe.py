@@ -17,9 +17,9 @@ CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("mode", ["strict_eager", "defer_and_fuse"])
-@pytest.mark.parametrize("arch", sorted(CONFIGS))
-def test_moe_forward_backward_matches_cpu_without_fallback(arch, mode):
+def cpu_reference(arch):
+    """A seeded tiny model's CPU forward and gradients, then the model moved to tpu:
+    (model, ids, CPU output, CPU gradients by parameter name)."""
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(CONFIGS[arch]())
     ids = torch.randint(0, 64, (2, 12))
@@ -27,7 +27,13 @@ def test_moe_forward_backward_matches_cpu_without_fallback(arch, mode):
     ref.loss.backward()
     ref_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
-    model.to("tpu")
+    return model.to("tpu"), ids, ref, ref_grads
+
+
+@pytest.mark.parametrize("mode", ["strict_eager", "defer_and_fuse"])
+@pytest.mark.parametrize("arch", sorted(CONFIGS))
+def test_moe_forward_backward_matches_cpu_without_fallback(arch, mode):
+    model, ids, ref, ref_grads = cpu_reference(arch)
     torch_tpu.set_execution_mode(mode)
     try:
         torch_tpu.debug.reset_metrics()
@@ -50,14 +56,7 @@ def test_moe_compiled_float32_matches_cpu(arch):
     """torch.compile(backend="tpu") traces the experts' grouped_mm in float32 (tpu's
     AutogradPrivateUse1 decomposition, csrc/aten/grouped_mm_kernel.cc, instead of PyTorch's
     bfloat16-only meta function)."""
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(CONFIGS[arch]())
-    ids = torch.randint(0, 64, (2, 12))
-    ref = model(ids, labels=ids)
-    ref.loss.backward()
-    ref_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad(set_to_none=True)
-    model.to("tpu")
+    model, ids, ref, ref_grads = cpu_reference(arch)
     compiled = torch.compile(model, backend="tpu")
     torch_tpu.debug.reset_metrics()
     out = compiled(ids.to("tpu"), labels=ids.to("tpu"))
