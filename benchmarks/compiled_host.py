@@ -34,16 +34,10 @@ def main():
 
     import torch
     import torch_tpu
-    from examples.mingpt.model import GPT, GPTConfig
     from torch_tpu.dynamo import graph_runner
 
     torch_tpu.set_execution_mode("strict_eager")
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
-                    n_head=args.heads, n_embd=args.width)
-    model = GPT(cfg).to("tpu")
-    x = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
-    y = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
+    model, x, y = gpt_bench.tpu_gpt_and_batch(args)
 
     # Time stamps (wall, this thread's CPU) of the steps of one call; our graph calls
     # are timed by wrapping CompiledGraph.__call__ (the backward's runs on autograd's

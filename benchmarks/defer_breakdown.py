@@ -26,16 +26,10 @@ def main():
 
     import torch
     import torch_tpu
-    from examples.mingpt.model import GPT, GPTConfig
 
     torch_tpu.set_execution_mode("defer_and_fuse")
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
-                    n_head=args.heads, n_embd=args.width)
-    model = GPT(cfg).to("tpu")
+    model, x, y = gpt_bench.tpu_gpt_and_batch(args)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    x = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
-    y = torch.randint(0, 65, (args.batch, args.context)).to("tpu")
     parts, fwd_cpu, fwd_ops = [], [], []
     for i in range(args.warmup + args.steps):
         if i == args.warmup:

@@ -20,13 +20,13 @@ import argparse
 import json
 import os
 import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import gpt_bench  # (this script's directory is on sys.path)
+import step_children
+from step_children import StepChild
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODES = ("compiled", "defer_and_fuse", "strict_eager", "cpu_eager", "cpu_inductor")
@@ -118,61 +118,22 @@ def child(args):
         reply(dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"))
 
 
-class Child:
+def start_child(mode, args, train, cache):
     """One mode in its own interpreter: compile caches (empty, so the first step shows
     what compiling costs), Dynamo state and RSS peaks do not leak between modes."""
-
-    def __init__(self, mode, args, train, cache):
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", mode,
-               "--warmup", str(args.warmup)] + gpt_bench.size_argv(args) + (["--train"] if train else [])
-        env = dict(os.environ)
-        env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
-        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
-        self.mode, self.error = mode, None
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
-
-    def ask(self, cmd):
-        if self.error:
-            return None
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("RESULT "):
-                r = json.loads(line[7:])
-                if "error" in r:
-                    self.error = r["error"]
-                    return None
-                return r
-        self.error = f"exited with {self.proc.wait()}"
-        return None
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode,
+           "--warmup", str(args.warmup)] + gpt_bench.size_argv(args) + (["--train"] if train else [])
+    env = dict(os.environ)
+    env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+    return StepChild(mode, cmd, env)
 
 
 def measure(modes, args, train, cache):
     """Warm-up (and first-step time) one mode at a time; then the timed steps in
     rounds, one step of each mode per round, so that load from other processes on
     the machine falls on every mode alike."""
-    rows = {}
-    for m in modes:
-        c = Child(m, args, train, cache)
-        r = c.ask("warmup")
-        rows[m] = dict(child=c, first=r and r["first"], times=[])
-    for _ in range(args.steps):
-        for m in modes:
-            r = rows[m]["child"].ask("step")
-            if r:
-                rows[m]["times"].append(r["time"])
-                rows[m]["loss"] = r["loss"]
-    for m in modes:
-        c = rows[m].pop("child")
-        r = c.ask("done")
-        if r:
-            rows[m].update(r, median=statistics.median(rows[m]["times"]))
-        else:
-            rows[m]["error"] = c.error
-        c.proc.wait()
-    return rows
+    return step_children.measure(modes, lambda m: start_child(m, args, train, cache), args.steps)
 
 
 def main():

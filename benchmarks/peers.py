@@ -32,12 +32,13 @@ when its device work has (the loss read on the host, then the device waited for)
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import gpt_bench  # (this script's directory is on sys.path)
+import step_children
+from step_children import StepChild
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PEERS_DIR = os.path.join(ROOT, ".peers")
@@ -284,49 +285,23 @@ def child(args):
         reply(dict(error=f"{type(e).__name__}: {text[0][:200] if text else ''}"))
 
 
-class Child:
-    def __init__(self, mode, args, train):
-        py = python_of(mode, args.peers_dir)
-        self.mode, self.error, self.proc = mode, None, None
-        if not os.path.exists(py):
-            self.error = (f"no {os.path.dirname(os.path.dirname(py))} "
-                          f"(run benchmarks/peers.py --setup)")
-            return
-        cmd = [py, os.path.abspath(__file__), "--child", mode, "--init", args.init,
-               "--warmup", str(args.warmup), "--threads", str(args.threads or 0)]
-        cmd += size_flags(args) + (["--train"] if train else [])
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(PJRT_DEVICE="CPU", JAX_PLATFORMS="cpu")
-        if args.threads:
-            env["OMP_NUM_THREADS"] = str(args.threads)
-        env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, mode)  # empty: first step compiles
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, mode + "_inductor")
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=None if args.verbose else subprocess.DEVNULL,
-                                     text=True)
-
-    def ask(self, cmd):
-        if self.error:
-            return None
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("RESULT "):
-                r = json.loads(line[7:])
-                if "error" in r:
-                    self.error = r["error"]
-                    return None
-                return r
-        self.error = f"exited with {self.proc.wait()}"
-        return None
-
-    def close(self):
-        if self.proc:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            self.proc.wait()
+def start_child(mode, args, train):
+    """One mode's interpreter: its venv's python (an error row when that venv is
+    missing), with empty compile caches of its own so the first step compiles."""
+    py = python_of(mode, args.peers_dir)
+    if not os.path.exists(py):
+        return StepChild(mode, error=f"no {os.path.dirname(os.path.dirname(py))} "
+                                     f"(run benchmarks/peers.py --setup)")
+    cmd = [py, os.path.abspath(__file__), "--child", mode, "--init", args.init,
+           "--warmup", str(args.warmup), "--threads", str(args.threads or 0)]
+    cmd += size_flags(args) + (["--train"] if train else [])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PJRT_DEVICE="CPU", JAX_PLATFORMS="cpu")
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, mode)  # empty: first step compiles
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, mode + "_inductor")
+    return StepChild(mode, cmd, env, quiet=not args.verbose)
 
 
 def size_flags(args):
@@ -336,25 +311,7 @@ def size_flags(args):
 def measure(modes, args, train):
     """Warm-up one mode at a time (so the first step's compile time is its own),
     then the timed steps in rounds, one step of every mode per round."""
-    rows = {}
-    for m in modes:
-        c = Child(m, args, train)
-        r = c.ask("warmup")
-        rows[m] = dict(child=c, times=[], **(r or {}))
-    for _ in range(args.steps):
-        for m in modes:
-            r = rows[m]["child"].ask("step")
-            if r:
-                rows[m]["times"].append(r["time"])
-    for m in modes:
-        c = rows[m].pop("child")
-        r = c.ask("done")
-        if r:
-            rows[m].update(r, median=statistics.median(rows[m]["times"]))
-        else:
-            rows[m]["error"] = c.error
-        c.close()
-    return rows
+    return step_children.measure(modes, lambda m: start_child(m, args, train), args.steps)
 
 
 def loss_gap(rows, ref="cpu_eager"):
