@@ -4,7 +4,8 @@
    tpu tensors through the `tpu` backend (flush, copy to host, Gloo, copy back)
    beside PyTorch's Gloo on CPU tensors of the same size, in one "cpu:gloo,tpu:tpu"
    group of --nproc processes (median of the timed iterations, Gloo and tpu
-   iterations interleaved so that a loaded machine slows both alike; the last
+   iterations interleaved, in alternating order, so that a loaded machine slows
+   both alike; the last
    column compares the fastest iterations, steadier on a loaded machine; bus bandwidth =
    2 (n-1)/n * bytes / time, as nccl-tests reports it). Target: at 4 MB and above
    the tpu row costs at most 1.2x Gloo's own time.
@@ -53,10 +54,12 @@ def worker(args):
                 dist.all_reduce(t)
         torch.tpu.synchronize()
         # Interleaved (one Gloo iteration, one tpu iteration, ...), so that a
-        # loaded machine slows both alike.
+        # loaded machine slows both alike, and in alternating order, so that
+        # neither always runs right after the other.
         samples = {"cpu": [], "tpu": []}
-        for _ in range(iters):
-            for device, t in tensors.items():
+        for i in range(iters):
+            for device in (("cpu", "tpu") if i % 2 == 0 else ("tpu", "cpu")):
+                t = tensors[device]
                 start = time.perf_counter()
                 dist.all_reduce(t)
                 if device == "tpu":
