@@ -12,6 +12,8 @@ path ran (torch_tpu._C._distributed._in_place_stats):
              non-contiguous tensor; a tensor another thread's pending Defer &
              Fuse graph still reads (that graph sees the old values); PREMUL_SUM
              and bool (converted on the host); TORCH_TPU_DIST_IN_PLACE=0.
+  mixed:     one rank staged, the other in place, for a message Gloo gets in
+             pieces: both post the same pieces.
 Prints `rank <r>: IN PLACE OK` or raises."""
 import datetime
 import os
@@ -133,6 +135,19 @@ def main():
     del work
     expect("in_place", lambda: dist.all_reduce(u))
     same(u, (base * total * 2 + 1) * world)
+
+    # Ranks that choose differently (rank 0's tensor is part of a larger
+    # storage: staged; the others': in place) still post matching collectives
+    # for a message Gloo gets in pieces (9 MB: pieces from 8 MB).
+    k = 9 * 2 ** 18
+    vals = torch.arange(k, dtype=torch.float32) % 83
+    if rank == 0:
+        holder = torch.cat([vals, torch.zeros(16)]).to(TPU)
+        x = holder[:k]
+    else:
+        x = (vals * (rank + 1)).to(TPU)
+    expect("staged" if rank == 0 else "in_place", lambda: dist.all_reduce(x))
+    same(x, vals * total)
 
     print(f"rank {rank}: IN PLACE OK {stats()}", flush=True)
     dist.destroy_process_group()
