@@ -4,7 +4,8 @@
    tpu tensors through the `tpu` backend (flush, copy to host, Gloo, copy back)
    beside PyTorch's Gloo on CPU tensors of the same size, in one "cpu:gloo,tpu:tpu"
    group of --nproc processes (median of the timed iterations, Gloo and tpu
-   iterations interleaved so that a loaded machine slows both alike; the last
+   iterations interleaved, in alternating order, so that a loaded machine slows
+   both alike; the last
    column compares the fastest iterations, steadier on a loaded machine; bus bandwidth =
    2 (n-1)/n * bytes / time, as nccl-tests reports it). Target: at 4 MB and above
    the tpu row costs at most 1.2x Gloo's own time.
@@ -16,8 +17,12 @@
     python benchmarks/distributed.py --skip-ddp --max-mb 16
     TORCH_TPU_DIST_PROFILE=1 python benchmarks/distributed.py --skip-ddp  # + per-phase times
 
-TORCH_TPU_DIST_PIECE_MB (piece size, 0: none) and TORCH_TPU_DIST_HOST_VIEW=0 (no
-in-place read of the CPU plugin's buffers) select other staging plans to compare.
+On the CPU plugin Gloo reduces a tpu tensor's own device buffer (its memory is
+host memory) when nothing else can see it (csrc/dist/in_place_reduce.h): no copy
+out, no copy back. TORCH_TPU_DIST_IN_PLACE=0 stages through host memory instead
+(as on other platforms); TORCH_TPU_DIST_PIECE_MB (piece size, 0: none) and
+TORCH_TPU_DIST_HOST_VIEW=0 (no in-place read of the CPU plugin's buffers) select
+other staging plans to compare.
 """
 import argparse
 import datetime
@@ -35,6 +40,7 @@ ROOT = os.path.dirname(HERE)
 def worker(args):
     import torch
     import torch.distributed as dist
+    import torch_tpu
     dist.init_process_group("cpu:gloo,tpu:tpu", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     size = 1024
@@ -48,10 +54,12 @@ def worker(args):
                 dist.all_reduce(t)
         torch.tpu.synchronize()
         # Interleaved (one Gloo iteration, one tpu iteration, ...), so that a
-        # loaded machine slows both alike.
+        # loaded machine slows both alike, and in alternating order, so that
+        # neither always runs right after the other.
         samples = {"cpu": [], "tpu": []}
-        for _ in range(iters):
-            for device, t in tensors.items():
+        for i in range(iters):
+            for device in (("cpu", "tpu") if i % 2 == 0 else ("tpu", "cpu")):
+                t = tensors[device]
                 start = time.perf_counter()
                 dist.all_reduce(t)
                 if device == "tpu":
@@ -67,6 +75,9 @@ def worker(args):
         for size, c, t, fastest in rows:
             print(f"| {size} | {c * 1e3:.3f} | {factor * size / c / 1e9:.3f} | {t * 1e3:.3f} | "
                   f"{factor * size / t / 1e9:.3f} | {t / c:.2f} | {fastest:.2f} |", flush=True)
+        s = torch_tpu._C._distributed._in_place_stats()
+        print(f"\ntpu allreduces Gloo ran on the device buffer itself: {s['in_place']} "
+              f"(host-staged instead: {s['declined']})", flush=True)
         big = [t / c for size, c, t, _ in rows if size >= 4 * 2 ** 20]
         if big:
             print(f"worst tpu/gloo time ratio at >= 4 MB: {max(big):.2f} (target <= 1.2)", flush=True)

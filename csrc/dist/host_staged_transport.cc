@@ -1,12 +1,15 @@
 #include "dist/host_staged_transport.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <ATen/ATen.h>
 
 #include "dist/host_staging.h"
+#include "dist/in_place_reduce.h"
 #include "dist/phase_probe.h"
 #include "dist/staged_work.h"
 #include "dist/staging_pool.h"
@@ -130,6 +133,39 @@ class HostStagedTransport final : public Transport {
     TensorList hosts;
     std::vector<WorkPtr> inner;
     int64_t piece = piece_bytes(static_cast<int64_t>(tensors[0].nbytes()));
+    if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place()) {
+      // Where the device memory is host memory: Gloo reduces the tensor's own
+      // buffer (in_place_reduce.h says when that is safe), no copies.
+      if (std::optional<InPlaceHost> here = in_place_host(tensors[0])) {
+        c10d::AllreduceOptions o = opts;
+        o.reduceOp = plans[0].gloo_op();
+        // The same Gloo collectives as the staged path below posts (pieces of
+        // large messages): ranks may choose differently (one finds its tensor
+        // shared, another not), and must still post matching collectives.
+        int64_t nbytes = static_cast<int64_t>(tensors[0].nbytes());
+        if (nbytes > piece) {
+          at::Tensor flat = here->host.view({-1});
+          for (auto [first, count] :
+               pieces_of(flat.numel(), static_cast<int64_t>(flat.element_size()), piece)) {
+            TensorList part{flat.narrow(0, first, count)};
+            inner.push_back(gloo_->allreduce(part, o));
+          }
+        } else {
+          TensorList gloo_in{here->host};
+          inner.push_back(gloo_->allreduce(gloo_in, o));
+        }
+        TensorList ts = tensors;
+        // The closure holds the external reference; StagedWork drops it once
+        // the finish ran (or the collective failed).
+        return StagedWork::collective(
+            inner, OpType::ALLREDUCE, what(op), ts,
+            [ts, host = here->host, hold = here->hold, plan = plans[0], issued] {
+              if (profiling()) record_phase("allreduce 3 call to done", issued);
+              plan.finish_in_place(host);
+              return list_of(ts);
+            });
+      }
+    }
     if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place() &&
         static_cast<int64_t>(tensors[0].nbytes()) > piece) {
       // Large: Gloo reduces each piece while the next one is still being

@@ -76,17 +76,22 @@ at::Tensor stage_in(const at::Tensor& t) {
   return host;
 }
 
+std::vector<std::pair<int64_t, int64_t>> pieces_of(int64_t numel, int64_t elem,
+                                                   int64_t piece_bytes) {
+  int64_t per_piece = std::max<int64_t>(1, piece_bytes / elem);
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // first, count
+  for (int64_t first = 0; first < numel; first += per_piece)
+    pieces.emplace_back(first, std::min(per_piece, numel - first));
+  if (pieces.empty()) pieces.emplace_back(0, 0);
+  return pieces;
+}
+
 void stage_in_pieces(const at::Tensor& t, const at::Tensor& host, int64_t piece_bytes,
                      const std::function<void(int64_t, int64_t)>& ready) {
   // The pieces depend on the size alone, so every rank posts the same
   // collectives whatever its tensor's device or platform.
-  int64_t n = t.numel();
   int64_t elem = static_cast<int64_t>(t.element_size());
-  int64_t per_piece = std::max<int64_t>(1, piece_bytes / elem);
-  std::vector<std::pair<int64_t, int64_t>> pieces;  // first, count
-  for (int64_t first = 0; first < n; first += per_piece)
-    pieces.emplace_back(first, std::min(per_piece, n - first));
-  if (pieces.empty()) pieces.emplace_back(0, 0);
+  std::vector<std::pair<int64_t, int64_t>> pieces = pieces_of(t.numel(), elem, piece_bytes);
   auto whole = [&] {
     if (on_tpu(t)) aten::to_host_into(t, host);
     else host.copy_(t);
@@ -204,6 +209,16 @@ at::Tensor ReducePlan::stage_in(const at::Tensor& t) const {
 
 at::Tensor ReducePlan::host_like(const at::Tensor& t) const {
   return pooled_empty(t.sizes(), host_dtype_);
+}
+
+void ReducePlan::finish_in_place(const at::Tensor& host) const {
+  if (divisor_ == 1) return;
+  at::Tensor h = host;
+  if (at::isFloatingType(host_dtype_)) {
+    h.div_(divisor_);
+  } else {
+    h.div_(divisor_, "trunc");
+  }
 }
 
 void ReducePlan::stage_out(const at::Tensor& dst, const at::Tensor& host) const {

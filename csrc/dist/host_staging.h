@@ -5,6 +5,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -18,6 +20,12 @@ void flush_pending_work();
 // into pooled memory, staging_pool.h).
 // A contiguous CPU tensor is returned as is, so Gloo works on it in place.
 at::Tensor stage_in(const at::Tensor& t);
+// How a message of `numel` elements of `elem` bytes is cut into pieces of about
+// `piece_bytes` ({first, count} in elements; one empty piece for no elements).
+// A pure function of the size: every rank posts the same collectives, whichever
+// path (staged or in place) each takes.
+std::vector<std::pair<int64_t, int64_t>> pieces_of(int64_t numel, int64_t elem,
+                                                   int64_t piece_bytes);
 // stage_in for large messages, in pieces so that the collective overlaps the
 // copy: `t`'s values land in `host` (contiguous, t's dtype and numel) piece by
 // piece, of about `piece_bytes`, and `ready(first, count)` (in elements) runs as
@@ -54,6 +62,9 @@ class ReducePlan {
   // Whether Gloo reduces the tensor's own values (no conversion, no
   // pre-scaling), so that they may be staged in pieces.
   bool reduces_in_place() const { return host_dtype_ == dtype_ && !premul_; }
+  // After Gloo reduced a tensor's own values in place (reduces_in_place()):
+  // AVG's division, done where they lie.
+  void finish_in_place(const at::Tensor& host) const;
 
  private:
   c10d::ReduceOp gloo_op_;

@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "dist/host_staged_transport.h"
+#include "dist/in_place_reduce.h"
 #include "dist/staging_pool.h"
 #include "dist/tpu_backend.h"
 
@@ -38,6 +39,14 @@ void bind_distributed(py::module& m) {
     out["reuses"] = s.reuses;
     return out;
   }, "Host staging memory: bytes idle in the pool, blocks allocated, blocks reused.");
+  d.def("_in_place_stats", [] {
+    InPlaceStats s = in_place_stats();
+    py::dict out;
+    out["in_place"] = s.in_place;
+    out["declined"] = s.declined;
+    return out;
+  }, "Allreduces of tpu tensors run by Gloo on the device buffer itself (in_place) and "
+     "those that needed host staging instead (declined).");
 }
 
 }  // namespace tpu::dist

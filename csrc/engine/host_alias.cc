@@ -33,17 +33,44 @@ std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, i
   return ev;
 }
 
-pjrt::HostView readable_host_view(const pjrt::Buffer& buf, size_t nbytes) {
+namespace {
+
+bool host_views_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("TORCH_TPU_DIST_HOST_VIEW");
     return v == nullptr || std::string(v) != "0";
   }();
-  if (!enabled) return {};
+  return enabled;
+}
+
+void await_value(const pjrt::Buffer& buf) {
   try {
     buf.await_ready();
   } catch (const pjrt::Error& e) {
     raise_read_failure(buf, e);  // names the op whose program failed to produce it
   }
+}
+
+}  // namespace
+
+pjrt::HostView writable_host_view(const pjrt::Buffer& buf, int device) {
+  if (!host_views_enabled()) return {};
+  await_value(buf);
+  // Readers launched after the producer: their completion events are what
+  // the executor tracks (a failure among them is theirs, reported at the
+  // next sync point as usual, not here).
+  for (const auto& ev : unfinished_work(device)) {
+    try {
+      ev->await();
+    } catch (const pjrt::Error&) {
+    }
+  }
+  return pjrt::host_view(Runtime::get().client(), buf);
+}
+
+pjrt::HostView readable_host_view(const pjrt::Buffer& buf, size_t nbytes) {
+  if (!host_views_enabled()) return {};
+  await_value(buf);
   pjrt::HostView view = pjrt::host_view(Runtime::get().client(), buf);
   if (view.data != nullptr) metrics().bytes_to_host += nbytes;
   return view;

@@ -35,4 +35,15 @@ std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, i
 // a device-to-host transfer. TORCH_TPU_DIST_HOST_VIEW=0 turns it off.
 pjrt::HostView readable_host_view(const pjrt::Buffer& buf, size_t nbytes);
 
+// readable_host_view for a writer: a host-staged collective that reduces a
+// buffer where it lies (no copy out, no copy back). PJRT buffers are
+// immutable, so programs read them without any ordering against a writer:
+// besides the buffer's producer, this waits for every piece of work launched
+// on `device` so far (the buffer's readers among them; PJRT's C API does not
+// say which). The caller must make sure that nothing else holds or will read
+// the buffer while it writes (no other Slot, pending trace or compiled trace;
+// see csrc/dist/in_place_reduce.h). Null `data` where the platform has no
+// host-addressable buffers or TORCH_TPU_DIST_HOST_VIEW=0.
+pjrt::HostView writable_host_view(const pjrt::Buffer& buf, int device);
+
 }  // namespace tpu::engine

@@ -36,10 +36,24 @@ def test_a_failing_rank_gives_errors_not_hangs():
     assert time.time() - t0 < 120  # far below the world group's 120 s timeout plus start-up
 
 
-# Unpieced messages read the CPU plugin's buffer in place (one memcpy); with
+# The staged path (TORCH_TPU_DIST_IN_PLACE=0: no reduction on the device buffer
+# itself, as on platforms whose device memory is not host memory). Unpieced
+# messages read the CPU plugin's buffer in place (one memcpy); with
 # TORCH_TPU_DIST_HOST_VIEW=0 through PJRT's copy, as other platforms do.
 @pytest.mark.parametrize("host_view", ["1", "0"], ids=["read_in_place", "pjrt_copies"])
 def test_host_staging_pieces_pool_and_aliased_results(host_view):
     rc, out = torchrun("staging.py", nproc=2, mode="defer_and_fuse",
-                       env={"TORCH_TPU_DIST_PIECE_MB": "1", "TORCH_TPU_DIST_HOST_VIEW": host_view})
+                       env={"TORCH_TPU_DIST_PIECE_MB": "1", "TORCH_TPU_DIST_HOST_VIEW": host_view,
+                            "TORCH_TPU_DIST_IN_PLACE": "0"})
     assert_ok(rc, out, ["rank 0: STAGING OK", "rank 1: STAGING OK"])
+
+
+# The CPU plugin's device memory is host memory: Gloo reduces a tensor's own
+# buffer where that is safe (workers/in_place.py), staged otherwise; with
+# TORCH_TPU_DIST_IN_PLACE=0 every case is staged and the values stay right.
+@pytest.mark.parametrize("mode,in_place", [("strict_eager", "1"), ("defer_and_fuse", "1"),
+                                           ("defer_and_fuse", "0")],
+                         ids=["eager", "fused", "fused_staged_only"])
+def test_allreduce_in_place_on_device_memory_or_staged(mode, in_place):
+    rc, out = torchrun("in_place.py", nproc=2, mode=mode, env={"TORCH_TPU_DIST_IN_PLACE": in_place})
+    assert_ok(rc, out, ["rank 0: IN PLACE OK", "rank 1: IN PLACE OK"])
