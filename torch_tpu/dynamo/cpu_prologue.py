@@ -1,0 +1,140 @@
+"""Splits the CPU scalar work out of an AOTAutograd graph, so that the rest can be one
+directly called program.
+
+AdamW without capturable=True keeps each parameter's `step` as a CPU 0-dim tensor.
+Compiled, its graph increments the steps and computes the bias corrections on the
+CPU (a few foreach ops on 0-dim tensors) and hands those scalars to the device ops.
+A program cannot recompute CPU values, so such a graph used to be recorded again
+on every call. Here the graph becomes two:
+
+  - the prologue: the nodes whose values are CPU tensors and which read only CPU
+    values (the graph's CPU inputs and each other), with their input mutations
+    (`copy_` into a step tensor); it runs eagerly on the CPU every call and returns
+    the CPU values the device ops read, stacked into one 1-d tensor per dtype;
+  - the device graph: the other nodes, reading those scalars from the stacked
+    tensors (uploaded with one host-to-device copy per dtype, then `select`ed inside
+    the program), so that all its inputs are tpu tensors and it is captured as a
+    CompiledTrace like any other graph.
+
+The device ops see a tpu 0-dim tensor where they saw a CPU 0-dim one: type
+promotion treats both alike (dimension, not device, ranks them), and the scalar
+values are the very ones the CPU computed, so results agree with the unsplit graph.
+Graphs that do not fit (a CPU value computed from a device value, a CPU value the
+device reads that is not 0-dim, a CPU result returned, a mutated CPU input the
+device reads) are not split and keep the recording path.
+"""
+import operator
+
+import torch
+import torch.fx as fx
+
+
+def _is_cpu(val):
+    if isinstance(val, torch.Tensor):
+        return val.device.type == "cpu"
+    if isinstance(val, (list, tuple)) and val:
+        return all(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in val)
+    return False
+
+
+class Split:
+    """The two graphs of a split, and how to turn the graph's arguments into the
+    device graph's."""
+
+    def __init__(self, prologue, device_gm, cpu_inputs, device):
+        self.prologue = prologue        # GraphModule: all graph args -> stacked CPU scalars
+        self.device_gm = device_gm      # GraphModule: device args + stacks -> graph results
+        self.cpu_inputs = cpu_inputs    # indices of the graph's CPU inputs
+        self.device = device
+
+    def device_args(self, args):
+        """Runs the prologue (its CPU mutations included) and returns the device
+        graph's argument list."""
+        stacks = self.prologue(*args)
+        skip = self.cpu_inputs
+        out = [a for i, a in enumerate(args) if i not in skip]
+        out += [s.to(self.device) for s in stacks]
+        return out
+
+
+def split(gm):
+    """A Split of `gm`, or None when the graph has no CPU work or it does not fit."""
+    g = gm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    cpu = set()
+    device = None
+    for n in g.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type != "cpu" and device is None:
+            device = val.device
+        if n.op == "placeholder":
+            if _is_cpu(val):
+                cpu.add(n)
+        elif n.op == "call_function":
+            if _is_cpu(val) or (n.target is operator.getitem and n.args[0] in cpu):
+                if any(i not in cpu for i in n.all_input_nodes):
+                    return None  # a CPU value computed from a device value
+                cpu.add(n)
+    if device is None or not any(n.op == "call_function" for n in cpu):
+        return None
+    mutated = {n.args[0] for n in cpu
+               if n.op == "call_function" and n.target is torch.ops.aten.copy_.default}
+    (output,) = [n for n in g.nodes if n.op == "output"]
+    if any(i in cpu for i in output.all_input_nodes):
+        return None  # a CPU result (the prologue would have to return it)
+
+    # The CPU values the device nodes read, in first-use order.
+    needed = []
+    for n in g.nodes:
+        if n in cpu or n.op != "call_function":
+            continue
+        for i in n.all_input_nodes:
+            if i in cpu and i not in needed:
+                v = i.meta.get("val")
+                if not isinstance(v, torch.Tensor) or v.dim() != 0 or i in mutated:
+                    return None
+                needed.append(i)
+    if not needed:
+        return None
+    dtypes = []
+    for i in needed:
+        if i.meta["val"].dtype not in dtypes:
+            dtypes.append(i.meta["val"].dtype)
+
+    # The prologue: every placeholder (the caller passes all args), the CPU nodes.
+    pg = fx.Graph()
+    env = {}
+    for p in placeholders:
+        env[p] = pg.placeholder(p.name)
+        env[p].meta = dict(p.meta)
+    for n in g.nodes:
+        if n.op == "call_function" and n in cpu:
+            env[n] = pg.node_copy(n, lambda a: env[a])
+    stacks = [pg.call_function(torch.ops.aten.stack.default,
+                               ([env[i] for i in needed if i.meta["val"].dtype == dt],))
+              for dt in dtypes]
+    pg.output(tuple(stacks))
+    prologue = fx.GraphModule(gm, pg)
+
+    # The device graph: the device placeholders, one per stack, then the rest.
+    dg = fx.Graph()
+    denv = {}
+    for p in placeholders:
+        if p not in cpu:
+            denv[p] = dg.placeholder(p.name)
+            denv[p].meta = dict(p.meta)
+    stack_nodes = [dg.placeholder(f"cpu_scalars_{k}") for k in range(len(dtypes))]
+    index = {dt: 0 for dt in dtypes}
+    for i in needed:
+        dt = i.meta["val"].dtype
+        k = dtypes.index(dt)
+        denv[i] = dg.call_function(torch.ops.aten.select.int, (stack_nodes[k], 0, index[dt]))
+        index[dt] += 1
+    for n in g.nodes:
+        if n.op == "call_function" and n not in cpu:
+            denv[n] = dg.node_copy(n, lambda a: denv[a])
+        elif n.op == "output":
+            dg.node_copy(n, lambda a: denv[a])
+    device_gm = fx.GraphModule(gm, dg)
+    cpu_inputs = frozenset(k for k, p in enumerate(placeholders) if p in cpu)
+    return Split(prologue, device_gm, cpu_inputs, device)
