@@ -7,18 +7,22 @@ CPU (a few foreach ops on 0-dim tensors) and hands those scalars to the device o
 A program cannot recompute CPU values, so such a graph used to be recorded again
 on every call. Here the graph becomes two:
 
-  - the prologue: the nodes whose values are CPU tensors and which read only CPU
-    values (the graph's CPU inputs and each other), with their input mutations
-    (`copy_` into a step tensor); it runs eagerly on the CPU every call and returns
-    the CPU values the device ops read, stacked into one 1-d tensor per dtype;
-  - the device graph: the other nodes, reading those scalars from the stacked
+  - the prologue: of the nodes whose values are CPU tensors (computed from CPU
+    values only), those that must run on the CPU: the CPU inputs' mutations
+    (`copy_` into a step tensor) and what they read, factories and random ops. It
+    runs eagerly every call and returns the CPU values the device graph reads,
+    stacked into one 1-d tensor per dtype;
+  - the device graph: the other nodes, the CPU ops that only feed the device
+    (the bias corrections) included, reading those scalars from the stacked
     tensors (uploaded with one host-to-device copy per dtype, then `select`ed inside
     the program), so that all its inputs are tpu tensors and it is captured as a
-    CompiledTrace like any other graph.
+    CompiledTrace like any other graph. Moving that CPU work into the program
+    makes one fused foreach op of what the CPU ran as one op per parameter.
 
 The device ops see a tpu 0-dim tensor where they saw a CPU 0-dim one: type
-promotion treats both alike (dimension, not device, ranks them), and the scalar
-values are the very ones the CPU computed, so results agree with the unsplit graph.
+promotion treats both alike (dimension, not device, ranks them), and the moved
+ops compute in the same dtype on the device, so results agree with the unsplit
+graph to float rounding.
 Graphs that do not fit (a CPU value computed from a device value, a CPU value the
 device reads that is not 0-dim, a CPU result returned, a mutated CPU input the
 device reads) are not split and keep the recording path.
@@ -83,13 +87,34 @@ def split(gm):
     if any(i in cpu for i in output.all_input_nodes):
         return None  # a CPU result (the prologue would have to return it)
 
-    # The CPU values the device nodes read, in first-use order.
+    # What must run on the CPU: the CPU inputs' mutations and what they read,
+    # factories (no input to upload) and random ops (the CPU generator's draws).
+    # The rest of the CPU work only feeds the device and moves into the device
+    # graph, on the uploaded scalars: one foreach op there instead of one CPU op
+    # per parameter here.
+    calls = [n for n in g.nodes if n.op == "call_function" and n in cpu]
+    keep = set()
+    todo = [n for n in calls if n.target is torch.ops.aten.copy_.default or not n.all_input_nodes
+            or torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())]
+    while todo:
+        n = todo.pop()
+        if n in keep or n.op != "call_function":
+            continue
+        keep.add(n)
+        todo += [i for i in n.all_input_nodes if i in cpu]
+    for n in calls:  # an element of a kept foreach result is kept with it
+        if n.target is operator.getitem and n.args[0] in keep:
+            keep.add(n)
+    moved = {n for n in calls if n not in keep}
+
+    # The CPU values the device graph reads (the device nodes and the moved ones),
+    # in first-use order.
     needed = []
     for n in g.nodes:
-        if n in cpu or n.op != "call_function":
+        if n.op != "call_function" or (n in cpu and n not in moved):
             continue
         for i in n.all_input_nodes:
-            if i in cpu and i not in needed:
+            if i in cpu and i not in moved and i not in needed:
                 v = i.meta.get("val")
                 if not isinstance(v, torch.Tensor) or v.dim() != 0 or i in mutated:
                     return None
@@ -107,8 +132,8 @@ def split(gm):
     for p in placeholders:
         env[p] = pg.placeholder(p.name)
         env[p].meta = dict(p.meta)
-    for n in g.nodes:
-        if n.op == "call_function" and n in cpu:
+    for n in calls:
+        if n in keep:
             env[n] = pg.node_copy(n, lambda a: env[a])
     stacks = [pg.call_function(torch.ops.aten.stack.default,
                                ([env[i] for i in needed if i.meta["val"].dtype == dt],))
@@ -131,8 +156,10 @@ def split(gm):
         denv[i] = dg.call_function(torch.ops.aten.select.int, (stack_nodes[k], 0, index[dt]))
         index[dt] += 1
     for n in g.nodes:
-        if n.op == "call_function" and n not in cpu:
+        if n.op == "call_function" and (n not in cpu or n in moved):
             denv[n] = dg.node_copy(n, lambda a: denv[a])
+            if n in moved:  # its value is a tpu tensor now (meta says CPU)
+                denv[n].meta.pop("val", None)
         elif n.op == "output":
             dg.node_copy(n, lambda a: denv[a])
     device_gm = fx.GraphModule(gm, dg)
