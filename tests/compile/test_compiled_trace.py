@@ -151,3 +151,25 @@ def test_cpu_scalar_work_runs_in_a_prologue():
     assert set(recorded) == {0}, "a direct call recorded ATen ops"
     (g,) = torch_tpu.debug.compiled_graphs()
     assert g["why_recorded"] is None and g["direct_calls"] == 19, g
+
+
+def test_written_input_shared_with_another_input_is_not_the_captured_program():
+    # Captured with two storages; called with one storage as both inputs, the
+    # program (which reads `b` before `a` is rewritten) no longer fits: the call
+    # must not reuse it, and the results are eager's.
+    def f(a, b):
+        a.mul_(2)
+        return b + 1
+
+    compiled = torch.compile(f, backend="tpu")
+    a, b = torch.arange(4.0).to("tpu"), torch.ones(4).to("tpu")
+    with torch.no_grad():
+        for _ in range(2):
+            compiled(a, b)
+        torch.testing.assert_close(a.cpu(), torch.arange(4.0) * 4)
+        x = torch.arange(4.0).to("tpu")
+        x_cpu = torch.arange(4.0)
+        want = f(x_cpu, x_cpu)
+        got = compiled(x, x)
+        torch.testing.assert_close(got.cpu(), want)
+        torch.testing.assert_close(x.cpu(), x_cpu)
