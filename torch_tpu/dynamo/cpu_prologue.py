@@ -132,9 +132,17 @@ def split(gm):
     for p in placeholders:
         env[p] = pg.placeholder(p.name)
         env[p].meta = dict(p.meta)
-    for n in calls:
-        if n in keep:
-            env[n] = pg.node_copy(n, lambda a: env[a])
+    kept = [n for n in calls if n in keep]
+    # The input mutations: AOTAutograd puts them last, one copy_ per input; when
+    # they are, one _foreach_copy_ does them all (one dispatch, not one per step).
+    copies = [n for n in kept if n.target is torch.ops.aten.copy_.default]
+    tail = len(copies) > 1 and kept[-len(copies):] == copies and not any(
+        n.users for n in copies) and all(len(n.args) == 2 and not n.kwargs for n in copies)
+    for n in kept[:-len(copies)] if tail else kept:
+        env[n] = pg.node_copy(n, lambda a: env[a])
+    if tail:
+        pg.call_function(torch.ops.aten._foreach_copy_.default,
+                         ([env[n.args[0]] for n in copies], [env[n.args[1]] for n in copies]))
     stacks = [pg.call_function(torch.ops.aten.stack.default,
                                ([env[i] for i in needed if i.meta["val"].dtype == dt],))
               for dt in dtypes]
