@@ -199,6 +199,8 @@ std::shared_ptr<CompiledTrace> CompiledTrace::capture(const std::vector<at::Tens
 
 bool CompiledTrace::matches(const std::vector<at::Tensor>& inputs) const {
   if (inputs.size() != sig_.size()) return false;
+  // Each input's storage once (an optimizer graph has hundreds of inputs).
+  std::vector<engine::Slot*> slots(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     const at::Tensor& x = inputs[k];
     const InputSig& s = sig_[k];
@@ -207,23 +209,28 @@ bool CompiledTrace::matches(const std::vector<at::Tensor>& inputs) const {
       return false;
     engine::Slot* slot = slot_of(x);
     if (slot->nbytes() != s.nbytes) return false;
-    if (s.same_as >= 0 && slot_of(inputs[s.same_as]) != slot) return false;
+    if (s.same_as >= 0 && slots[s.same_as] != slot) return false;
+    slots[k] = slot;
   }
   // A storage the program rewrites must not be shared with another input it was
-  // not shared with at capture (the program treats them as separate values).
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    if (!sig_[k].written) continue;
-    engine::Slot* slot = slot_of(inputs[k]);
+  // not shared with at capture (the program treats them as separate values):
+  // every input on a written storage must have the same representative (the
+  // first input of its storage at capture). One pass over a map of the written
+  // storages instead of comparing every pair.
+  std::unordered_map<engine::Slot*, int> rep_of;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (sig_[k].written)
+      rep_of.emplace(slots[k], sig_[k].same_as >= 0 ? sig_[k].same_as : static_cast<int>(k));
+  if (!rep_of.empty())
     for (size_t j = 0; j < inputs.size(); ++j) {
-      if (j == k || slot_of(inputs[j]) != slot) continue;
+      auto it = rep_of.find(slots[j]);
+      if (it == rep_of.end()) continue;
       int rj = sig_[j].same_as >= 0 ? sig_[j].same_as : static_cast<int>(j);
-      int rk = sig_[k].same_as >= 0 ? sig_[k].same_as : static_cast<int>(k);
-      if (rj != rk) return false;
+      if (rj != it->second) return false;
     }
-  }
   for (const ParamBind& p : params_) {
     if (p.kind != ParamBind::kInput) continue;
-    engine::Slot* slot = slot_of(inputs[p.input]);
+    engine::Slot* slot = slots[p.input];
     const int64_t n = slot->nbytes() / static_cast<int64_t>(engine::elem_size(p.type.elem));
     if (storage_elem(slot, sig_[p.input].dtype) != p.type.elem || p.type.dims.at(0) != n)
       return false;

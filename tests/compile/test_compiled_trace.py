@@ -123,3 +123,53 @@ def test_graph_with_cpu_work_keeps_recording():
         torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x * 3)
     (g,) = torch_tpu.debug.compiled_graphs()
     assert g["direct_calls"] == 0 and g["why_recorded"] and g["calls"] == 3
+
+
+def test_cpu_scalar_work_runs_in_a_prologue():
+    # AdamW's pattern without capturable: a CPU 0-dim step count advanced in the
+    # graph and a bias correction computed from it on the CPU, read by device ops.
+    def f(p, step):
+        step.add_(1)
+        bc = 1 - torch.pow(0.9, step)
+        p.mul_(0.5).add_(bc)
+        return p * 2
+
+    compiled = torch.compile(f, backend="tpu")
+    p_cpu, step_cpu = torch.randn(6), torch.tensor(0.0)
+    p, step = p_cpu.to("tpu"), torch.tensor(0.0)
+    recorded = []
+    with torch.no_grad():
+        for i in range(20):
+            before = torch_tpu._C._deferred_stats()["ops_recorded"]
+            out = compiled(p, step)
+            if i:
+                recorded.append(torch_tpu._C._deferred_stats()["ops_recorded"] - before)
+            want = f(p_cpu, step_cpu)
+            assert step.device.type == "cpu" and step.item() == step_cpu.item() == i + 1
+            torch.testing.assert_close(out.cpu(), want)
+            torch.testing.assert_close(p.cpu(), p_cpu)
+    assert set(recorded) == {0}, "a direct call recorded ATen ops"
+    (g,) = torch_tpu.debug.compiled_graphs()
+    assert g["why_recorded"] is None and g["direct_calls"] == 19, g
+
+
+def test_written_input_shared_with_another_input_is_not_the_captured_program():
+    # Captured with two storages; called with one storage as both inputs, the
+    # program (which reads `b` before `a` is rewritten) no longer fits: the call
+    # must not reuse it, and the results are eager's.
+    def f(a, b):
+        a.mul_(2)
+        return b + 1
+
+    compiled = torch.compile(f, backend="tpu")
+    a, b = torch.arange(4.0).to("tpu"), torch.ones(4).to("tpu")
+    with torch.no_grad():
+        for _ in range(2):
+            compiled(a, b)
+        torch.testing.assert_close(a.cpu(), torch.arange(4.0) * 4)
+        x = torch.arange(4.0).to("tpu")
+        x_cpu = torch.arange(4.0)
+        want = f(x_cpu, x_cpu)
+        got = compiled(x, x)
+        torch.testing.assert_close(got.cpu(), want)
+        torch.testing.assert_close(x.cpu(), x_cpu)

@@ -17,6 +17,10 @@ dispatched or recorded; Dynamo's guards still decide when the graph applies,
 and a trace also declines inputs whose storage layout differs (then a new one
 is captured for that layout).
 
+A graph with CPU scalar work (AdamW's CPU step counts) is split first
+(cpu_prologue.py): the CPU part runs eagerly each call and hands its scalars to
+the device part, which is called directly.
+
 Graphs that cannot be one program keep the recording path on every call: an op
 without a lowering (it runs on the CPU and cuts the graph), a data-dependent op,
 a `_c10d_functional` collective (host-staged transports flush), non-tensor
@@ -28,7 +32,7 @@ import os
 import torch
 
 from .. import _C
-from . import graph_stats
+from . import cpu_prologue, graph_stats
 
 _DEFER_AND_FUSE = 1
 _MAX_TRACES = 8  # input layouts kept per graph (Dynamo recompiles on shape changes)
@@ -69,16 +73,20 @@ class CompiledGraph:
     are released as soon as the program no longer needs them."""
 
     def __init__(self, gm, kind):
-        self._fn = gm.forward
+        self._split = cpu_prologue.split(gm)
+        device_gm = self._split.device_gm if self._split else gm
+        self._fn = device_gm.forward
         nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         ops = sorted({str(n.target) for n in nodes})
         self.record = graph_stats.new_record(kind, len(nodes), ops, gm.code)
         self._traces = _C._CompiledTraceSet()  # called in one C++ step
         self._direct = []  # per trace (same order): how to finish its results
-        self._why_not = _why_not_direct(gm)
+        self._why_not = _why_not_direct(device_gm)
         self._dumped_fx = False
 
     def __call__(self, args):
+        if self._split is not None:
+            args[:] = self._split.device_args(args)  # the CPU part runs here
         if self._direct:
             hit = self._traces(args)  # empties args when a trace ran
             if hit is not None:
