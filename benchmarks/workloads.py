@@ -30,12 +30,15 @@ SIZES = {
                  dlrm=dict(tables=(1_000_000, 100_000, 10_000, 1_000, 100, 10), dim=16, batch=256),
                  unet=dict(width=32, image=16, batch=32, timesteps=200, mults=(1, 2, 2)),
                  lm=_LM["full"]),
-    # quick: one block per stage or layer, two UNet levels (tracing and compiling grow
-    # with the depth: a cold --quick spent most of its time compiling the 3-level UNet)
+    # quick: one block per stage or layer, two ResNet stages, two UNet levels with
+    # attention in the middle only. XLA's compile time grows with the depth (HLO
+    # instructions), and a cold --quick is nearly all compiling: measured cold, Defer &
+    # Fuse training compiled the UNet with attention at 4x4 too in 29 s and without it
+    # in 17 s, the four-stage ResNet in 11 s and two stages in 6 s (at load ~4).
     "quick": dict(gpt=dict(layers=1, width=64, heads=4, context=32, batch=8, vocab=65),
-                  resnet=dict(width=8, image=16, batch=16, blocks=(1, 1, 1, 1)),
+                  resnet=dict(width=8, image=16, batch=16, blocks=(1, 1)),
                   dlrm=dict(tables=(100_000, 1_000, 100, 10), dim=16, batch=128),
-                  unet=dict(width=8, image=8, batch=8, timesteps=50, mults=(1, 2)),
+                  unet=dict(width=8, image=8, batch=8, timesteps=50, mults=(1, 2), attn_res=2),
                   lm=_LM["quick"]),
     "smoke": dict(gpt=dict(layers=1, width=32, heads=2, context=16, batch=2, vocab=65),
                   resnet=dict(width=4, image=8, batch=4, blocks=(1, 1)),
@@ -69,7 +72,9 @@ def describe(model, size):
         return f"DLRM tables {d['tables']} x {d['dim']}, batch {d['batch']}"
     if model == "unet":
         u = s["unet"]
-        return (f"DDPM UNet width {u['width']}, {len(u['mults'])} levels, "
+        attn = u.get("attn_res", u["image"] // 2)
+        where = "in the middle" if attn < u["image"] >> (len(u["mults"]) - 1) else f"at <= {attn}x{attn}"
+        return (f"DDPM UNet width {u['width']}, {len(u['mults'])} levels, attention {where}, "
                 f"{u['image']}x{u['image']} images, batch {u['batch']}")
     lm = s["lm"]
     name = "Llama (LlamaForCausalLM)" if model == "llama" else "Qwen3 (Qwen3ForCausalLM)"
@@ -140,7 +145,7 @@ def build(model, size, device):
         from examples.unet.model import UNet
         c = s["unet"]
         net = Diffusion(UNet(width=c["width"], mults=c["mults"], image=c["image"],
-                             attn_res=c["image"] // 2),
+                             attn_res=c.get("attn_res", c["image"] // 2)),
                         steps=c["timesteps"])
         x0 = torch.rand(c["batch"], 3, c["image"], c["image"], generator=g) * 2 - 1
         t = torch.randint(0, c["timesteps"], (c["batch"],), generator=g)

@@ -45,7 +45,7 @@ const std::set<std::string>& hand_written() {
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
       "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
       "aten::_embedding_bag_backward", "aten::record_stream",
-      "aten::_has_compatible_shallow_copy_type"};
+      "aten::_has_compatible_shallow_copy_type", "aten::zero_"};
   return s;
 }
 

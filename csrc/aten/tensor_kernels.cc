@@ -16,6 +16,8 @@
 #include <unordered_map>
 
 #include "aten/kernels.h"
+#include "aten/op_kernel.h"
+#include "aten/trace.h"
 #include "aten/tpu_tensor.h"
 #include "engine/execution_mode.h"
 #include "engine/executor.h"
@@ -64,6 +66,28 @@ at::Tensor zeros(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
     materialize_zeros(slot_of(t), t.scalar_type());
   }
   return t;
+}
+
+// zero_ of a storage nothing has written yet (torch.zeros_like, torch.zeros in
+// Defer & Fuse: empty, then zero_): the storage gets an uploaded zero buffer, as
+// any first read of uninitialised memory does, and zero_ has nothing left to do.
+// Recording it anyway made the zeros part of the fused program: AdamW creates
+// its state that way inside the first training step, so that step's program
+// differed from every later step's (state read as an input) and a training loop
+// compiled its whole step twice. Without the node the first step's program is
+// the steady one. A graph being captured for torch.compile records the zero_ as
+// before (its replays must make fresh zeros, not reuse one captured buffer).
+void zero_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor& self = stack->back().toTensor();
+  if (self.numel() > 0 && !this_thread_trace()->unbounded) {
+    engine::Slot* slot = slot_of(self);
+    if (!slot->pending() && !slot->raw_has_buffer()) {
+      c10::DeviceGuard g(self.device());
+      materialize_zeros(slot, self.scalar_type());
+      return;  // the boxed result of zero_ is self, already on the stack
+    }
+  }
+  op_kernel(op, stack);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -163,6 +187,7 @@ void register_tensor_kernels(torch::Library& m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("zeros", TORCH_FN(zeros));
+  m.impl("zero_", torch::CppFunction::makeFromBoxedFunction<&zero_kernel>());
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
