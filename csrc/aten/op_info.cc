@@ -115,13 +115,24 @@ std::unique_ptr<OpInfo> make_info(const c10::OperatorHandle& op) {
 
 OpInfo* op_info(const c10::OperatorHandle& op) {
   const void* key = &op.schema();
+  // Every op call of both modes asks: a per-thread copy of the map answers
+  // without the process-wide lock (OpInfos are never freed).
+  thread_local std::unordered_map<const void*, OpInfo*> mine;
+  auto hit = mine.find(key);
+  if (hit != mine.end()) return hit->second;
   std::lock_guard<std::mutex> g(g_mu);
   auto it = infos().find(key);
-  if (it != infos().end()) return it->second.get();
+  if (it != infos().end()) return mine[key] = it->second.get();
   auto info = make_info(op);
   OpInfo* p = info.get();
   infos().emplace(key, std::move(info));
-  return p;
+  return mine[key] = p;
+}
+
+void for_each_op_info(const std::function<void(OpInfo&)>& fn) {
+  std::lock_guard<std::mutex> g(g_mu);
+  for (auto& [key, info] : infos())
+    if (info) fn(*info);
 }
 
 std::vector<c10::OperatorHandle> lowered_ops() {

@@ -8,6 +8,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,17 @@ struct OpInfo {
   // Flips to false once a meta kernel is missing; atomic because ops run on many threads.
   std::atomic<bool> has_meta{true};
   bool has_out = false;          // has out= arguments (an out= form, or a lowering named after one)
+  // Defer & Fuse recording time of this op (aten/recording_time.h): relaxed
+  // atomics, so that the per-op tally takes no lock and no map lookup.
+  std::atomic<uint64_t> recorded_calls{0};
+  std::atomic<uint64_t> recorded_ns{0};
 };
 
 // The OpInfo of `op`, or nullptr when no lowering serves it.
 OpInfo* op_info(const c10::OperatorHandle& op);
+
+// Calls `fn` on every OpInfo made so far.
+void for_each_op_info(const std::function<void(OpInfo&)>& fn);
 
 // Every dispatcher op served by a lowering (own name, in-place or out= form).
 std::vector<c10::OperatorHandle> lowered_ops();

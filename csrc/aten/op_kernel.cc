@@ -223,31 +223,13 @@ void raise_device_check_failures(int device) {
   }
 }
 
-namespace {
-struct RecordingTimes {
-  std::mutex mu;  // uncontended in the common case: one recording thread
-  std::unordered_map<const OpInfo*, std::pair<uint64_t, uint64_t>> by_op;  // (calls, ns)
-};
-RecordingTimes& recording_times() {
-  static auto* r = new RecordingTimes();
-  return *r;
-}
-}  // namespace
-
-void add_recording_time(const OpInfo* info, uint64_t ns) {
-  RecordingTimes& r = recording_times();
-  std::lock_guard<std::mutex> g(r.mu);
-  auto& v = r.by_op[info];
-  v.first++;
-  v.second += ns;
-}
-
 std::vector<OpRecordingTime> recording_by_op(bool reset) {
-  RecordingTimes& r = recording_times();
-  std::lock_guard<std::mutex> g(r.mu);
   std::vector<OpRecordingTime> out;
-  for (const auto& [info, v] : r.by_op) out.push_back({info->name, v.first, v.second});
-  if (reset) r.by_op.clear();
+  for_each_op_info([&](OpInfo& info) {
+    uint64_t calls = reset ? info.recorded_calls.exchange(0) : info.recorded_calls.load();
+    uint64_t ns = reset ? info.recorded_ns.exchange(0) : info.recorded_ns.load();
+    if (calls) out.push_back({info.name, calls, ns});
+  });
   return out;
 }
 

@@ -13,6 +13,7 @@
 namespace tpu::aten {
 
 struct CodeSite {
+  PyCodeObject* code = nullptr;  // kept alive by the reference site_of holds
   std::string file, name;
   bool user = false;
 };
@@ -55,6 +56,7 @@ const CodeSite* site_of(PyCodeObject* code) {
   static const std::string torch_dir = package_dir("torch");
   static const std::string ours_dir = package_dir("torch_tpu");
   CodeSite s;
+  s.code = code;
   s.file = utf8_attr(reinterpret_cast<PyObject*>(code), "co_filename");
   s.name = utf8_attr(reinterpret_cast<PyObject*>(code), "co_name");
   s.user = !under(s.file, torch_dir) && !under(s.file, ours_dir);
@@ -83,7 +85,9 @@ PyStack PyStack::capture() {
     PyCodeObject* code = PyFrame_GetCode(f);  // new reference
     const CodeSite* site = site_of(code);
     Py_DECREF(code);
-    if (site->user) out.frames_.emplace_back(site, PyFrame_GetLineNumber(f));
+    // The instruction offset, not the line: finding the line scans the code's
+    // line table, which only an error message needs (format()).
+    if (site->user) out.frames_.emplace_back(site, PyFrame_GetLasti(f));
     PyFrameObject* back = PyFrame_GetBack(f);  // new reference
     Py_DECREF(f);
     f = back;
@@ -123,9 +127,13 @@ std::string python_site() {
 
 std::string PyStack::format() const {
   std::string s;
-  for (auto it = frames_.rbegin(); it != frames_.rend(); ++it)
-    s += "  File \"" + it->first->file + "\", line " + std::to_string(it->second) + ", in " +
+  // PyCode_Addr2Line only reads the code object's immutable line table, and the
+  // interned site keeps the code alive: no GIL needed, so any thread may format.
+  for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
+    int line = it->second < 0 ? -1 : PyCode_Addr2Line(it->first->code, it->second);
+    s += "  File \"" + it->first->file + "\", line " + std::to_string(line) + ", in " +
          it->first->name + "\n";
+  }
   return s;
 }
 

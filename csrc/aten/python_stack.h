@@ -25,7 +25,7 @@ class PyStack {
   std::string format() const;
 
  private:
-  std::vector<std::pair<const CodeSite*, int>> frames_;  // (code, line)
+  std::vector<std::pair<const CodeSite*, int>> frames_;  // (code, instruction offset)
 };
 
 }  // namespace tpu::aten

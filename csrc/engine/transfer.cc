@@ -2,7 +2,9 @@
 
 #include "engine/async_errors.h"
 
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -66,9 +68,60 @@ std::shared_ptr<pjrt::Buffer> upload(const void* data, ElemType elem,
   return buf;
 }
 
-std::shared_ptr<pjrt::Buffer> zeros(ElemType elem, int64_t n, int device) {
+namespace {
+
+// Shared zero buffers by (type, length, device). Bounded: buffers past kShareMax
+// bytes are made each time (filling them costs more than the transfer's thread
+// hop), and the cache starts over past kCacheMax bytes in all.
+constexpr size_t kShareMax = size_t{1} << 20;
+constexpr size_t kCacheMax = size_t{32} << 20;
+
+struct ZeroKey {
+  ElemType elem;
+  int64_t n;
+  int device;
+  bool operator==(const ZeroKey& o) const {
+    return elem == o.elem && n == o.n && device == o.device;
+  }
+};
+struct ZeroKeyHash {
+  size_t operator()(const ZeroKey& k) const {
+    return std::hash<int64_t>()(k.n) ^ (static_cast<size_t>(k.elem) << 20) ^
+           (static_cast<size_t>(k.device) << 28);
+  }
+};
+struct ZeroCache {
+  std::mutex mu;
+  std::unordered_map<ZeroKey, std::shared_ptr<pjrt::Buffer>, ZeroKeyHash> bufs;
+  size_t bytes = 0;
+};
+ZeroCache& zero_cache() {
+  static auto* c = new ZeroCache();  // leaked: buffers must not outlive the client
+  return *c;
+}
+
+std::shared_ptr<pjrt::Buffer> fresh_zeros(ElemType elem, int64_t n, int device) {
   std::vector<uint8_t> host(static_cast<size_t>(n) * elem_size(elem), 0);
   return Runtime::get().client().buffer_from_host(host.data(), to_pjrt(elem), {n}, device);
+}
+
+}  // namespace
+
+std::shared_ptr<pjrt::Buffer> zeros(ElemType elem, int64_t n, int device) {
+  const size_t bytes = static_cast<size_t>(n) * elem_size(elem);
+  if (bytes > kShareMax) return fresh_zeros(elem, n, device);
+  ZeroCache& c = zero_cache();
+  const ZeroKey k{elem, n, device};
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    auto it = c.bufs.find(k);
+    if (it != c.bufs.end()) return it->second;
+  }
+  auto buf = fresh_zeros(elem, n, device);
+  std::lock_guard<std::mutex> g(c.mu);
+  if (c.bytes + bytes > kCacheMax) c.bufs.clear(), c.bytes = 0;
+  if (c.bufs.emplace(k, buf).second) c.bytes += bytes;
+  return buf;
 }
 
 void download(const pjrt::Buffer& buf, void* dst, size_t nbytes) {

@@ -77,6 +77,29 @@ def test_ops_wait_for_a_read_and_run_as_one_program():
         before["materializations"].get("host read", 0) + 1
 
 
+def test_recording_time_is_tallied_per_op_and_reset():
+    # benchmarks/defer_breakdown.py reads these per-op tallies (kept on each op's
+    # OpInfo as atomics, summed over threads).
+    import threading
+    x = torch.ones(4, device="tpu")
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        torch_tpu._C._recording_by_op(reset=True)
+        y = x * 2
+        y = y * 3
+
+        def other():
+            with torch_tpu.execution_mode("defer_and_fuse"):
+                (x * 5).cpu()
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        by = torch_tpu._C._recording_by_op(reset=True)
+        assert by["aten::mul.Tensor"][0] == 3 and by["aten::mul.Tensor"][1] > 0
+        assert torch_tpu._C._recording_by_op() == {}
+        assert_close_cpu(y, torch.full((4,), 6.0))
+
+
 def test_materialisation_points():
     torch_tpu.set_execution_mode("defer_and_fuse")
     x = torch.arange(6.0, device="tpu")

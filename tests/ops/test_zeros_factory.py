@@ -59,3 +59,21 @@ def _grad_through_two_outputs(dev):
 
 def test_autograd_zero_grad_of_unused_output():
     assert_close_cpu(_grad_through_two_outputs("tpu"), _grad_through_two_outputs("cpu"))
+
+
+def test_fresh_zero_storages_stay_independent():
+    # Small zero buffers are shared between fresh storages (engine/transfer.h):
+    # writing one storage, in place or through out=, must leave the others zero.
+    a = torch.zeros(8, device="tpu")
+    b = torch.zeros(8, device="tpu")
+    out = torch.empty(0, dtype=torch.int64, device="tpu")
+    a.add_(3)
+    torch.arange(0, 8, out=out)
+    out.mul_(2)
+    c = torch.zeros(8, device="tpu")
+    d = torch.zeros(8, dtype=torch.int64, device="tpu")
+    assert_close_cpu(a, torch.full((8,), 3.0))
+    assert_close_cpu(b, torch.zeros(8))
+    assert_close_cpu(out, torch.arange(0, 8) * 2)
+    assert_close_cpu(c, torch.zeros(8))
+    assert_close_cpu(d, torch.zeros(8, dtype=torch.int64))
