@@ -1,14 +1,16 @@
 """torch.distributed on tpu: what host staging costs, and minGPT DDP step time.
 
 1. all_reduce (SUM, float32) bus bandwidth by message size, 1 KB to 64 MB, for
-   tpu tensors through the `tpu` backend (flush, copy to host, Gloo, copy back)
-   beside PyTorch's Gloo on CPU tensors of the same size, in one "cpu:gloo,tpu:tpu"
-   group of --nproc processes (median of the timed iterations, Gloo and tpu
-   iterations interleaved, in alternating order, so that a loaded machine slows
-   both alike; the last
-   column compares the fastest iterations, steadier on a loaded machine; bus bandwidth =
-   2 (n-1)/n * bytes / time, as nccl-tests reports it). Target: at 4 MB and above
-   the tpu row costs at most 1.2x Gloo's own time.
+   tpu tensors through the `tpu` backend (on the CPU plugin Gloo reduces the
+   device buffer in place when nothing else holds it; otherwise flush, copy to
+   host, Gloo, copy back) beside PyTorch's Gloo on CPU tensors of the same size,
+   in one "cpu:gloo,tpu:tpu" group of --nproc processes. The sweep runs --rounds
+   times; in each, Gloo and tpu iterations are interleaved in alternating order so
+   that a loaded machine slows both alike, and each size reports the median over
+   rounds of the round's median-time ratio (times: medians of all iterations; the
+   last column compares the fastest iterations; bus bandwidth = 2 (n-1)/n *
+   bytes / time, as nccl-tests reports it). Target: at 4 MB and above the tpu
+   row costs at most 1.2x Gloo's own time.
 2. minGPT training step with DDP (examples/distributed/ddp_mingpt.py) and with
    FSDP2 (fsdp_mingpt.py) at 1 and 2 processes, Defer & Fuse, steps after the
    first two.
@@ -43,42 +45,61 @@ def worker(args):
     import torch_tpu
     dist.init_process_group("cpu:gloo,tpu:tpu", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
+    sizes = []
     size = 1024
-    rows = []
     while size <= args.max_mb * 2 ** 20:
-        n = size // 4
-        iters = max(7, min(50, int(64 * 2 ** 20 / size)))
-        tensors = {d: torch.ones(n, device=d) for d in ("cpu", "tpu")}
-        for t in tensors.values():
+        sizes.append(size)
+        size *= 4
+    tensors = {size: {d: torch.ones(size // 4, device=d) for d in ("cpu", "tpu")} for size in sizes}
+    for by_device in tensors.values():
+        for t in by_device.values():
             for _ in range(2):  # warm-up: connections, programs, allocations
                 dist.all_reduce(t)
-        torch.tpu.synchronize()
-        # Interleaved (one Gloo iteration, one tpu iteration, ...), so that a
-        # loaded machine slows both alike, and in alternating order, so that
-        # neither always runs right after the other.
-        samples = {"cpu": [], "tpu": []}
-        for i in range(iters):
-            for device in (("cpu", "tpu") if i % 2 == 0 else ("tpu", "cpu")):
-                t = tensors[device]
-                start = time.perf_counter()
-                dist.all_reduce(t)
-                if device == "tpu":
-                    torch.tpu.synchronize()
-                samples[device].append(time.perf_counter() - start)
-        times = {d: statistics.median(v) for d, v in samples.items()}
-        rows.append((size, times["cpu"], times["tpu"], min(samples["tpu"]) / min(samples["cpu"])))
-        size *= 4
+    torch.tpu.synchronize()
+    # The sweep runs --rounds times; each size reports the median over rounds of
+    # that round's tpu/gloo ratio, so that one round in which 2 busy cores woke
+    # Gloo's threads late does not decide the figure.
+    samples = {size: {"cpu": [], "tpu": []} for size in sizes}
+    ratios = {size: [] for size in sizes}
+    for _ in range(args.rounds):
+        for size in sizes:
+            # At least 25 timed iterations at every size: with 7 (the old floor,
+            # reached from 16 MB up) the median ratio moved by 0.2 between
+            # back-to-back runs.
+            iters = max(25, min(50, int(64 * 2 ** 20 / size)))
+            # Interleaved (one Gloo iteration, one tpu iteration, ...), so that a
+            # loaded machine slows both alike, and in alternating order, so that
+            # neither always runs right after the other.
+            got = {"cpu": [], "tpu": []}
+            for i in range(iters):
+                for device in (("cpu", "tpu") if i % 2 == 0 else ("tpu", "cpu")):
+                    t = tensors[size][device]
+                    start = time.perf_counter()
+                    dist.all_reduce(t)
+                    if device == "tpu":
+                        torch.tpu.synchronize()
+                    got[device].append(time.perf_counter() - start)
+            ratios[size].append(statistics.median(got["tpu"]) / statistics.median(got["cpu"]))
+            for d, v in got.items():
+                samples[size][d] += v
+    rows = []
+    for size in sizes:
+        c, t = (statistics.median(samples[size][d]) for d in ("cpu", "tpu"))
+        fastest = min(samples[size]["tpu"]) / min(samples[size]["cpu"])
+        rows.append((size, c, t, statistics.median(ratios[size]), fastest))
     if rank == 0:
         factor = 2 * (world - 1) / world
-        print(f"| bytes | gloo cpu ms | gloo GB/s | tpu ms | tpu GB/s | tpu/gloo | tpu/gloo (fastest) |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for size, c, t, fastest in rows:
+        print(f"| bytes | gloo cpu ms | gloo GB/s | tpu ms | tpu GB/s | tpu/gloo | per round | tpu/gloo (fastest) |")
+        print("|---:|---:|---:|---:|---:|---:|---|---:|")
+        for size, c, t, ratio, fastest in rows:
+            per_round = " ".join(f"{r:.2f}" for r in ratios[size])
             print(f"| {size} | {c * 1e3:.3f} | {factor * size / c / 1e9:.3f} | {t * 1e3:.3f} | "
-                  f"{factor * size / t / 1e9:.3f} | {t / c:.2f} | {fastest:.2f} |", flush=True)
+                  f"{factor * size / t / 1e9:.3f} | {ratio:.2f} | {per_round} | {fastest:.2f} |",
+                  flush=True)
         s = torch_tpu._C._distributed._in_place_stats()
         print(f"\ntpu allreduces Gloo ran on the device buffer itself: {s['in_place']} "
               f"(host-staged instead: {s['declined']})", flush=True)
-        big = [t / c for size, c, t, _ in rows if size >= 4 * 2 ** 20]
+        big = [ratio for size, _, _, ratio, _ in rows if size >= 4 * 2 ** 20]
         if big:
             print(f"worst tpu/gloo time ratio at >= 4 MB: {max(big):.2f} (target <= 1.2)", flush=True)
     dist.destroy_process_group()
@@ -99,6 +120,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--max-mb", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=5, help="sweeps over the sizes (median ratio)")
     p.add_argument("--skip-ddp", action="store_true", help="skip the minGPT DDP/FSDP2 part")
     p.add_argument("--ddp-steps", type=int, default=12)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -106,7 +128,8 @@ def main():
     if args.worker:
         return worker(args)
     print(f"## all_reduce, {args.nproc} processes (loopback)\n")
-    print(torchrun(args.nproc, __file__, "--worker", "--max-mb", str(args.max_mb)))
+    print(torchrun(args.nproc, __file__, "--worker", "--max-mb", str(args.max_mb),
+                   "--rounds", str(args.rounds)))
     if args.skip_ddp:
         return
     print("## minGPT training step, DDP and FSDP2 (Defer & Fuse; the first two steps left out)\n")
