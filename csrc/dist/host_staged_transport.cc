@@ -133,27 +133,26 @@ class HostStagedTransport final : public Transport {
     TensorList hosts;
     std::vector<WorkPtr> inner;
     int64_t piece = piece_bytes(static_cast<int64_t>(tensors[0].nbytes()));
-    if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place()) {
+    // One tensor whose own values Gloo reduces: in place where it lies, or staged
+    // in pieces when large. Both post the same collectives, one per piece of
+    // pieces_of (a pure function of the size; one piece below the piece size),
+    // because ranks may choose differently (one finds its tensor shared,
+    // another not) and must still post matching collectives.
+    const bool one_tensor = !coalesced && tensors.size() == 1 && plans[0].reduces_in_place();
+    c10d::AllreduceOptions o = opts;
+    o.reduceOp = plans[0].gloo_op();
+    auto post_piece = [&](const at::Tensor& flat, int64_t first, int64_t count) {
+      TensorList part{flat.narrow(0, first, count)};
+      inner.push_back(gloo_->allreduce(part, o));
+    };
+    if (one_tensor) {
       // Where the device memory is host memory: Gloo reduces the tensor's own
       // buffer (in_place_reduce.h says when that is safe), no copies.
       if (std::optional<InPlaceHost> here = in_place_host(tensors[0])) {
-        c10d::AllreduceOptions o = opts;
-        o.reduceOp = plans[0].gloo_op();
-        // The same Gloo collectives as the staged path below posts (pieces of
-        // large messages): ranks may choose differently (one finds its tensor
-        // shared, another not), and must still post matching collectives.
-        int64_t nbytes = static_cast<int64_t>(tensors[0].nbytes());
-        if (nbytes > piece) {
-          at::Tensor flat = here->host.view({-1});
-          for (auto [first, count] :
-               pieces_of(flat.numel(), static_cast<int64_t>(flat.element_size()), piece)) {
-            TensorList part{flat.narrow(0, first, count)};
-            inner.push_back(gloo_->allreduce(part, o));
-          }
-        } else {
-          TensorList gloo_in{here->host};
-          inner.push_back(gloo_->allreduce(gloo_in, o));
-        }
+        at::Tensor flat = here->host.view({-1});
+        for (auto [first, count] :
+             pieces_of(flat.numel(), static_cast<int64_t>(flat.element_size()), piece))
+          post_piece(flat, first, count);
         TensorList ts = tensors;
         // The closure holds the external reference; StagedWork drops it once
         // the finish ran (or the collective failed).
@@ -166,18 +165,13 @@ class HostStagedTransport final : public Transport {
             });
       }
     }
-    if (!coalesced && tensors.size() == 1 && plans[0].reduces_in_place() &&
-        static_cast<int64_t>(tensors[0].nbytes()) > piece) {
+    if (one_tensor && static_cast<int64_t>(tensors[0].nbytes()) > piece) {
       // Large: Gloo reduces each piece while the next one is still being
-      // copied to the host (pieces of the same size on every rank).
+      // copied to the host.
       at::Tensor host = pooled_empty(tensors[0].sizes(), tensors[0].scalar_type());
       at::Tensor flat = host.view({-1});
-      c10d::AllreduceOptions o = opts;
-      o.reduceOp = plans[0].gloo_op();
-      stage_in_pieces(tensors[0], host, piece, [&](int64_t first, int64_t count) {
-        TensorList part{flat.narrow(0, first, count)};
-        inner.push_back(gloo_->allreduce(part, o));
-      });
+      stage_in_pieces(tensors[0], host, piece,
+                      [&](int64_t first, int64_t count) { post_piece(flat, first, count); });
       hosts.push_back(host);
     } else if (coalesced) {
       for (size_t i = 0; i < tensors.size(); ++i) hosts.push_back(plans[i].stage_in(tensors[i]));
@@ -200,8 +194,6 @@ class HostStagedTransport final : public Transport {
       }
     } else {
       for (size_t i = 0; i < tensors.size(); ++i) hosts.push_back(plans[i].stage_in(tensors[i]));
-      c10d::AllreduceOptions o = opts;
-      o.reduceOp = plans[0].gloo_op();
       inner.push_back(gloo_->allreduce(hosts, o));
     }
     TensorList ts = tensors;

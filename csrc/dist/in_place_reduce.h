@@ -12,7 +12,8 @@
 //     part and the rest must stay as is; today's staged path handles it);
 //   - the storage's Slot holds the only reference to the buffer besides ours
 //     (no other Slot shares it, no pending Defer & Fuse trace of another
-//     thread took it as a parameter, no compiled trace keeps it);
+//     thread took it as a parameter, no compiled trace keeps it, and it is
+//     not one of engine::zeros' shared zero buffers);
 //   - every program and transfer launched on the device so far has finished
 //     (some may still read the buffer; writes never race with them).
 // All views of the storage share its Slot, so they see the reduced values,
