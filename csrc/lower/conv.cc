@@ -192,7 +192,10 @@ void register_conv() {
     if (mask.get(1)) gw = g.transposed ? conv_weight_grad(b, gy, x, g, ks) : conv_weight_grad(b, x, gy, g, ks);
     std::vector<int64_t> red = {0};
     for (int64_t i = 2; i < gy.rank(); ++i) red.push_back(i);
-    Value gb = reduce_sum(b, gy, red, false);
+    // The bias gradient sums grad_output over batch and positions: bfloat16/
+    // float16 accumulate in float32 and round once, as PyTorch's CPU convolution
+    // does (a bfloat16 accumulator stalls: 8192 terms of ~1 summed to 5% of the sum).
+    Value gb = cast(b, reduce_sum(b, cast(b, gy, opmath(t)), red, false), t);
     return {gx, gw, gb};
   });
 }

@@ -67,3 +67,24 @@ def test_transposed_conv_grad_with_output_padding_at_least_the_stride():
     w = torch.randn(2, 2, 4, 5)
     check(lambda a, k: F.conv_transpose2d(a, k, stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
                                           groups=2, dilation=(4, 4)), x, w, atol=1e-4, rtol=1e-4)
+
+
+def test_conv2d_bf16_bias_grad_accumulates_in_float32():
+    # The bias gradient sums grad_output over batch and positions (8 * 32 * 32 =
+    # 8192 terms here): PyTorch's CPU convolution accumulates a bfloat16 sum in
+    # float32 and rounds once; summing in bfloat16 drifts by several ulps.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 2, 32, 32, generator=g).bfloat16()
+    w = torch.randn(3, 2, 3, 3, generator=g).bfloat16()
+    b = torch.randn(3, generator=g).bfloat16()
+    gy = (torch.rand(8, 3, 32, 32, generator=g) + 0.5).bfloat16()
+    grads = []
+    for dev in ("cpu", "tpu"):
+        bias = b.to(dev).detach().requires_grad_()
+        F.conv2d(x.to(dev), w.to(dev), bias, padding=1).backward(gy.to(dev))
+        grads.append(bias.grad)
+    exact = gy.double().sum((0, 2, 3))
+    assert grads[1].dtype == torch.bfloat16
+    # One rounding of the float32 sum: within one bfloat16 ulp (2**-7 relative) of the exact sum.
+    torch.testing.assert_close(grads[1].cpu().double(), exact, rtol=2 ** -7, atol=0)
+    torch.testing.assert_close(grads[1].cpu(), grads[0], rtol=2 ** -7, atol=0)
