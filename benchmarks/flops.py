@@ -1,6 +1,6 @@
 """FLOPs: what a step of a workload costs, and what the machine can do.
 
-- `count_step_flops`: PyTorch's FlopCounterMode over one step on the CPU. It counts
+- `count_flops_of` / `count_step_flops`: PyTorch's FlopCounterMode over one step on the CPU. It counts
   matmuls, convolutions and attention (forward and, for training, backward): the
   work that dominates these models; elementwise ops and the optimizer are left out,
   so achieved FLOP/s are a slight underestimate.
@@ -11,15 +11,20 @@
 import time
 
 
-def count_step_flops(model, kind, size):
+def count_flops_of(step):
+    """Runs step() once under FlopCounterMode; its FLOPs."""
     from torch.utils.flop_counter import FlopCounterMode
-
-    from workloads import build, make_step
-    net, x, y = build(model, size, "cpu")
-    step = make_step(net, x, y, kind, model=model, size=size)
     with FlopCounterMode(display=False) as counter:
         step()
     return counter.get_total_flops()
+
+
+def count_step_flops(model, kind, size):
+    """One float32 step of the workload on the CPU, counted. run_all uses it only for
+    the steps no CPU eager float32 row counts (measure(count_flops=True)) as it runs."""
+    from workloads import build, make_step
+    net, x, y = build(model, size, "cpu")
+    return count_flops_of(make_step(net, x, y, kind, model=model, size=size))
 
 
 def matmul_peak(device, n, repeats=3):

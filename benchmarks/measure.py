@@ -20,11 +20,16 @@ def _reason(e):
     return f"{type(e).__name__}: {text[0][:200] if text else ''}"
 
 
-def measure(model, kind, mode, size, steps, warmup, precision="fp32"):
-    """A dict of the row's numbers, or {"error": reason} when the mode cannot run it."""
+def measure(model, kind, mode, size, steps, warmup, precision="fp32", count_flops=False):
+    """A dict of the row's numbers, or {"error": reason} when the mode cannot run it.
+    `count_flops`: the last warm-up step (untimed; an extra one when there is only the
+    first) runs under PyTorch's FlopCounterMode and the row gets `flops_per_step`: the
+    CPU eager float32 row counts its step's FLOPs this way instead of run_all building
+    the model again for a step of its own (flops.py)."""
     import torch
 
     import torch_tpu
+    from flops import count_flops_of
     from workloads import build, items_per_step, make_step
     on_tpu = mode in TPU_MODES
     device = "tpu" if on_tpu else "cpu"
@@ -48,8 +53,16 @@ def measure(model, kind, mode, size, steps, warmup, precision="fp32"):
         start = time.perf_counter()
         step()
         first = time.perf_counter() - start
-        for _ in range(warmup - 1):
-            step()
+        untimed = max(warmup - 1, int(count_flops))
+        for i in range(untimed):
+            if count_flops and i == untimed - 1:
+                try:
+                    flops = count_flops_of(step)
+                except Exception:  # the row is still worth measuring without its FLOP count
+                    flops = None
+                    step()
+            else:
+                step()
         warm = torch_tpu.debug.metrics()
         times = []
         for _ in range(steps):
@@ -63,6 +76,8 @@ def measure(model, kind, mode, size, steps, warmup, precision="fp32"):
     median = statistics.median(times)
     row = dict(median_s=median, first_s=first, loss=loss, steps=steps, warmup=warmup,
                device=device, throughput=items / median, throughput_unit=f"{unit}/s")
+    if count_flops and flops:
+        row["flops_per_step"] = flops
     if on_tpu:
         row.update(
             compiles=after["programs_compiled"] - before["programs_compiled"],
