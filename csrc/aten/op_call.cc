@@ -78,7 +78,35 @@ std::string device_mismatch(const OpInfo& info, const c10::FunctionSchema& s, si
   return os.str();
 }
 
+// The key and input vector of the thread's outermost call, kept between calls
+// so that a warm call allocates neither (a nested call, e.g. from a kernel
+// that runs other ops, makes its own).
+struct SpareCapacity {
+  std::string key;
+  std::vector<Input> inputs;
+  bool lent = false;
+};
+thread_local SpareCapacity tls_spare;
+
 }  // namespace
+
+Call::Call(const c10::OperatorHandle& op, OpInfo& info, torch::jit::Stack* stack)
+    : op(op), info(info), stack(stack), nargs(op.schema().arguments().size()) {
+  if (!tls_spare.lent) {
+    tls_spare.lent = borrowed_ = true;
+    key.swap(tls_spare.key);
+    inputs.swap(tls_spare.inputs);
+  }
+}
+
+Call::~Call() {
+  if (!borrowed_) return;
+  key.clear();
+  inputs.clear();  // releases the slots now, as a fresh Call's destruction would
+  tls_spare.key.swap(key);
+  tls_spare.inputs.swap(inputs);
+  tls_spare.lent = false;
+}
 
 int Call::slot_input(const std::shared_ptr<engine::Slot>& slot) {
   for (size_t k = 0; k < inputs.size(); ++k)

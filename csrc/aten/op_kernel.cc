@@ -64,7 +64,7 @@ void run_strict(Call& c) {
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(exe, raw, c.device, c.info.name);
+  auto outs = engine::launch(exe, raw, c.device, e->origin);
   if (!e->checks.empty()) {
     engine::PendingChecks p;
     p.flags = outs.back();
