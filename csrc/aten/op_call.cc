@@ -209,8 +209,9 @@ void Call::walk() {
   key.reserve(256);  // one allocation: a key is tens to a few hundred bytes
   inputs.clear();
   inputs.reserve(nargs + 1);
-  if (want_descs) descs.assign(nargs, ArgDesc{});
-  else descs.clear();
+  // Built in place: assign() would copy-construct every descriptor from a temporary.
+  descs.clear();
+  if (want_descs) descs.resize(nargs);
   put(key, static_cast<const void*>(&op.schema()));
   precision = matmul_precision();
   put(key, static_cast<int8_t>(precision));

@@ -78,6 +78,7 @@ void run_strict(Call& c) {
   }
 
   std::vector<at::Tensor> fresh;
+  fresh.reserve(e->outs.size());
   size_t o = 0;  // program outputs skip kNone results
   for (const OutSpec& s : e->outs) {
     if (s.kind == OutSpec::kNone) {
