@@ -109,8 +109,22 @@ Call::~Call() {
 }
 
 int Call::slot_input(const std::shared_ptr<engine::Slot>& slot) {
-  for (size_t k = 0; k < inputs.size(); ++k)
-    if (inputs[k].kind == Input::kSlot && inputs[k].slot == slot) return static_cast<int>(k);
+  // A scan for the usual few inputs; an index once there are many (a _foreach
+  // op over a model's parameters reads hundreds: scanning would be quadratic).
+  constexpr size_t kScan = 16;
+  if (!slot_indexed_ && inputs.size() > kScan) {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].kind == Input::kSlot) slot_index_.emplace(inputs[k].slot.get(), static_cast<int>(k));
+    slot_indexed_ = true;
+  }
+  if (slot_indexed_) {
+    auto it = slot_index_.find(slot.get());
+    if (it != slot_index_.end()) return it->second;
+  } else {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].kind == Input::kSlot && inputs[k].slot == slot) return static_cast<int>(k);
+  }
+  if (slot_indexed_) slot_index_.emplace(slot.get(), static_cast<int>(inputs.size()));
   Input in;
   in.kind = Input::kSlot;
   in.slot = slot;
@@ -209,6 +223,8 @@ void Call::walk() {
   key.reserve(256);  // one allocation: a key is tens to a few hundred bytes
   inputs.clear();
   inputs.reserve(nargs + 1);
+  slot_index_.clear();
+  slot_indexed_ = false;
   // Built in place: assign() would copy-construct every descriptor from a temporary.
   descs.clear();
   if (want_descs) descs.resize(nargs);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "aten/op_info.h"
@@ -132,6 +133,9 @@ struct Call {
   ArgDesc scratch_;  // stands in for descs[i] when descriptors are not wanted
   // Whether key and inputs borrowed the thread's spare capacity (see the constructor).
   bool borrowed_ = false;
+  // Slot -> input, for calls with many inputs (see slot_input).
+  std::unordered_map<const engine::Slot*, int> slot_index_;
+  bool slot_indexed_ = false;
   int slot_input(const std::shared_ptr<engine::Slot>& slot);
   TensorRef tensor_ref(const at::Tensor& t, size_t i);
   int scalar_input(const c10::Scalar& s);
