@@ -113,6 +113,7 @@ int Call::slot_input(const std::shared_ptr<engine::Slot>& slot) {
   // op over a model's parameters reads hundreds: scanning would be quadratic).
   constexpr size_t kScan = 16;
   if (!slot_indexed_ && inputs.size() > kScan) {
+    slot_index_.reserve(4 * kScan);
     for (size_t k = 0; k < inputs.size(); ++k)
       if (inputs[k].kind == Input::kSlot) slot_index_.emplace(inputs[k].slot.get(), static_cast<int>(k));
     slot_indexed_ = true;
@@ -254,6 +255,7 @@ void Call::walk() {
         auto list = v.toTensorList();
         key.push_back('L');
         put(key, list.size());
+        d.list.reserve(list.size());
         for (size_t k = 0; k < list.size(); ++k) d.list.push_back(tensor_ref(list.get(k), i));
         break;
       }
@@ -262,6 +264,7 @@ void Call::walk() {
         auto list = v.toOptionalTensorList();
         key.push_back('O');
         put(key, list.size());
+        d.list.reserve(list.size());
         for (size_t k = 0; k < list.size(); ++k) {
           std::optional<at::Tensor> t = list.get(k);
           if (t.has_value() && t->defined()) {
