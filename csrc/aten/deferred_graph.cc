@@ -525,6 +525,8 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
 
   std::shared_ptr<void> owner = tp;
   std::vector<at::Tensor> fresh;
+  fresh.reserve(e->outs.size());
+  n.outs.reserve(e->outs.size());
   for (const OutSpec& s : e->outs) {
     if (s.kind == OutSpec::kNone) {
       fresh.push_back(at::Tensor());

@@ -78,11 +78,54 @@ std::string device_mismatch(const OpInfo& info, const c10::FunctionSchema& s, si
   return os.str();
 }
 
+// The key and input vector of the thread's outermost call, kept between calls
+// so that a warm call allocates neither (a nested call, e.g. from a kernel
+// that runs other ops, makes its own).
+struct SpareCapacity {
+  std::string key;
+  std::vector<Input> inputs;
+  bool lent = false;
+};
+thread_local SpareCapacity tls_spare;
+
 }  // namespace
 
+Call::Call(const c10::OperatorHandle& op, OpInfo& info, torch::jit::Stack* stack)
+    : op(op), info(info), stack(stack), nargs(op.schema().arguments().size()) {
+  if (!tls_spare.lent) {
+    tls_spare.lent = borrowed_ = true;
+    key.swap(tls_spare.key);
+    inputs.swap(tls_spare.inputs);
+  }
+}
+
+Call::~Call() {
+  if (!borrowed_) return;
+  key.clear();
+  inputs.clear();  // releases the slots now, as a fresh Call's destruction would
+  tls_spare.key.swap(key);
+  tls_spare.inputs.swap(inputs);
+  tls_spare.lent = false;
+}
+
 int Call::slot_input(const std::shared_ptr<engine::Slot>& slot) {
-  for (size_t k = 0; k < inputs.size(); ++k)
-    if (inputs[k].kind == Input::kSlot && inputs[k].slot == slot) return static_cast<int>(k);
+  // A scan for the usual few inputs; an index once there are many (a _foreach
+  // op over a model's parameters reads hundreds: scanning would be quadratic).
+  constexpr size_t kScan = 16;
+  if (!slot_indexed_ && inputs.size() > kScan) {
+    slot_index_.reserve(4 * kScan);
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].kind == Input::kSlot) slot_index_.emplace(inputs[k].slot.get(), static_cast<int>(k));
+    slot_indexed_ = true;
+  }
+  if (slot_indexed_) {
+    auto it = slot_index_.find(slot.get());
+    if (it != slot_index_.end()) return it->second;
+  } else {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].kind == Input::kSlot && inputs[k].slot == slot) return static_cast<int>(k);
+  }
+  if (slot_indexed_) slot_index_.emplace(slot.get(), static_cast<int>(inputs.size()));
   Input in;
   in.kind = Input::kSlot;
   in.slot = slot;
@@ -181,8 +224,11 @@ void Call::walk() {
   key.reserve(256);  // one allocation: a key is tens to a few hundred bytes
   inputs.clear();
   inputs.reserve(nargs + 1);
-  if (want_descs) descs.assign(nargs, ArgDesc{});
-  else descs.clear();
+  slot_index_.clear();
+  slot_indexed_ = false;
+  // Built in place: assign() would copy-construct every descriptor from a temporary.
+  descs.clear();
+  if (want_descs) descs.resize(nargs);
   put(key, static_cast<const void*>(&op.schema()));
   precision = matmul_precision();
   put(key, static_cast<int8_t>(precision));
@@ -209,6 +255,7 @@ void Call::walk() {
         auto list = v.toTensorList();
         key.push_back('L');
         put(key, list.size());
+        d.list.reserve(list.size());
         for (size_t k = 0; k < list.size(); ++k) d.list.push_back(tensor_ref(list.get(k), i));
         break;
       }
@@ -217,6 +264,7 @@ void Call::walk() {
         auto list = v.toOptionalTensorList();
         key.push_back('O');
         put(key, list.size());
+        d.list.reserve(list.size());
         for (size_t k = 0; k < list.size(); ++k) {
           std::optional<at::Tensor> t = list.get(k);
           if (t.has_value() && t->defined()) {

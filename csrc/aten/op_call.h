@@ -11,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "aten/op_info.h"
+#include "engine/async_errors.h"
 #include "engine/program_cache.h"
 #include "engine/slot.h"
 #include "engine/view_io.h"
@@ -71,6 +73,9 @@ struct Entry {
   // Device-side checks the lowering declared; when any, the program's last
   // output is their s64[2n] flags (engine/device_checks.h).
   std::vector<lower::CheckSpec> checks;
+  // Who launches the single-op program (the op's name), made once: a launch
+  // copies the pointer, not the name.
+  std::shared_ptr<const engine::LaunchOrigin> origin;
 
   // The single-op program, compiled on first use. Threads running the same op
   // signature at once share one Entry: one compiles while the others wait. The
@@ -112,8 +117,10 @@ struct Call {
   std::vector<Input> inputs;
   std::vector<ArgDesc> descs;
 
-  Call(const c10::OperatorHandle& op, OpInfo& info, torch::jit::Stack* stack)
-      : op(op), info(info), stack(stack), nargs(op.schema().arguments().size()) {}
+  Call(const c10::OperatorHandle& op, OpInfo& info, torch::jit::Stack* stack);
+  ~Call();
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
 
   c10::IValue& arg(size_t i) { return (*stack)[stack->size() - nargs + i]; }
   // Builds key, inputs and descs.
@@ -124,6 +131,11 @@ struct Call {
 
  private:
   ArgDesc scratch_;  // stands in for descs[i] when descriptors are not wanted
+  // Whether key and inputs borrowed the thread's spare capacity (see the constructor).
+  bool borrowed_ = false;
+  // Slot -> input, for calls with many inputs (see slot_input).
+  std::unordered_map<const engine::Slot*, int> slot_index_;
+  bool slot_indexed_ = false;
   int slot_input(const std::shared_ptr<engine::Slot>& slot);
   TensorRef tensor_ref(const at::Tensor& t, size_t i);
   int scalar_input(const c10::Scalar& s);

@@ -334,6 +334,7 @@ std::shared_ptr<Entry> entry_for(Call& c) {
   std::shared_ptr<Entry> e = cache.find(c.key);
   if (e) return e;
   e = std::make_shared<Entry>();
+  e->origin = std::make_shared<const engine::LaunchOrigin>(engine::LaunchOrigin{c.info.name, {}});
   e->have_meta = run_meta(c, e->meta, e->return_counts);
   hlo::Builder b;
   std::vector<hlo::Value> params;

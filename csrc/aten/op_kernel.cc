@@ -64,7 +64,7 @@ void run_strict(Call& c) {
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(exe, raw, c.device, c.info.name);
+  auto outs = engine::launch(exe, raw, c.device, e->origin);
   if (!e->checks.empty()) {
     engine::PendingChecks p;
     p.flags = outs.back();
@@ -78,6 +78,7 @@ void run_strict(Call& c) {
   }
 
   std::vector<at::Tensor> fresh;
+  fresh.reserve(e->outs.size());
   size_t o = 0;  // program outputs skip kNone results
   for (const OutSpec& s : e->outs) {
     if (s.kind == OutSpec::kNone) {

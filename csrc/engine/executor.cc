@@ -298,6 +298,15 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device, const std::string& what,
                                                   std::function<std::string()> where) {
+  return launch(exe, args, device,
+                std::make_shared<const LaunchOrigin>(LaunchOrigin{what, std::move(where)}));
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
+                                                  const std::vector<pjrt::Buffer*>& args,
+                                                  int device,
+                                                  std::shared_ptr<const LaunchOrigin> origin) {
+  const std::string& what = origin->what;
   std::vector<std::shared_ptr<pjrt::Buffer>> out;
   // Declared before the guard so that it outlives the profiler's record of it;
   // built only under the profiler (a string per launch is measurable host time).
@@ -308,7 +317,6 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     scope = "tpu::program " + what;
     guard.before(scope);
   }
-  auto origin = std::make_shared<LaunchOrigin>(LaunchOrigin{what, std::move(where)});
   try {
     out = exe.execute(args, device);
     if (fail_execute_matches(*origin)) {
@@ -330,7 +338,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     // Under the profiler the scope covers the device time too, as a user
     // reading the trace expects: wait here, as launch blocking does.
     const bool wait = launch_blocking() || profiling;
-    if (!out.empty() && !wait) track_ready(device, *out[0], std::move(origin));
+    if (!out.empty() && !wait) track_ready(device, *out[0], origin);
     if (wait)
       for (auto& b : out) b->await_ready();
   } catch (const pjrt::Error& e) {

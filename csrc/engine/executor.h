@@ -42,6 +42,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device, const std::string& what,
                                                   std::function<std::string()> where = {});
+// The same with the origin made once by the caller (a single-op program's,
+// kept with it), sparing an allocation and a name copy per launch.
+std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
+                                                  const std::vector<pjrt::Buffer*>& args,
+                                                  int device,
+                                                  std::shared_ptr<const LaunchOrigin> origin);
 
 // Waits for every program launched so far on `device` (-1: all devices);
 // then raises the first asynchronous error (raise_async_failures).

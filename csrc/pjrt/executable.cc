@@ -79,6 +79,7 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffe
   // the caller knows which buffers nobody else holds, so everything outside
   // `donate` is protected explicitly.
   std::vector<int64_t> non_donatable;
+  non_donatable.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (std::find(donate.begin(), donate.end(), static_cast<int64_t>(i)) == donate.end()) {
       non_donatable.push_back(static_cast<int64_t>(i));

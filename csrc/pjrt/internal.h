@@ -42,5 +42,11 @@ void destroy_error(const PJRT_Api* api, PJRT_Error* err) noexcept;
   Type name = ::tpu::pjrt::detail::make_args<Type>(Type##_STRUCT_SIZE)
 
 // Calls api->Fn(&args) and throws Error("<context>: <message>") on failure.
-#define TPU_PJRT_CALL(api, Fn, args, context) \
-  ::tpu::pjrt::check((api), ::tpu::pjrt::detail::require_fn((api)->Fn, #Fn)(&(args)), (context))
+// `context` is evaluated only on failure: per-launch calls (execute, ready
+// events) would otherwise build a heap string every time.
+#define TPU_PJRT_CALL(api, Fn, args, context)                                        \
+  do {                                                                               \
+    if (PJRT_Error* tpu_pjrt_err_ =                                                  \
+            ::tpu::pjrt::detail::require_fn((api)->Fn, #Fn)(&(args)))                \
+      ::tpu::pjrt::check((api), tpu_pjrt_err_, (context));                           \
+  } while (0)

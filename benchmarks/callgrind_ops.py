@@ -1,0 +1,106 @@
+"""Instructions per warm cached op, counted by callgrind: stable on a loaded machine,
+where timings are not. A script, not a test.
+
+    python benchmarks/callgrind_ops.py [--ops add,mm] [--n 200] [--mode strict_eager|defer_and_fuse]
+
+Runs itself under `valgrind --tool=callgrind` with instrumentation off, switches it
+on (a client request from a small C helper compiled here) around N calls of each op
+after a warm-up, and prints the calling thread's instructions per op (Python,
+dispatcher, our kernel, PJRT's launch). In Defer & Fuse the ops are recorded into
+one pending graph and flushed outside the counted loop. XLA's CPU code is limited
+to AVX2 (valgrind decodes no AVX-512) and the persistent cache is off, so the
+programs run here are compiled for this run. Needs valgrind, its headers and a C
+compiler; `callgrind_annotate --inclusive=yes <out file>` shows where they go.
+"""
+import argparse
+import ctypes
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HELPER = r"""
+#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
+"""
+
+
+def cases(torch):
+    a = torch.randn(64, device="tpu")
+    b = torch.randn(64, device="tpu")
+    m = torch.randn(16, 16, device="tpu")
+    return {
+        "add": lambda: torch.add(a, b),
+        "mul": lambda: a * 0.5,
+        "add_": lambda: a.add_(b, alpha=2.0),
+        "relu": lambda: torch.relu(a),
+        "sum": lambda: a.sum(),
+        "mm": lambda: m @ m,
+        "slice_add": lambda: m[2:10] + 1.0,
+    }
+
+
+def child(args):
+    import torch
+    import torch_tpu
+
+    cg = ctypes.CDLL(args.helper)
+    torch_tpu.set_execution_mode(args.mode)
+    fn = cases(torch)[args.child]
+    if args.mode == "strict_eager":
+        for _ in range(50):  # warm: the op's program compiled
+            fn()
+        torch.tpu.synchronize()
+        cg.cg_start()
+        for _ in range(args.n):
+            fn()  # each call frees the previous result, as a loop does
+        cg.cg_stop()
+        torch.tpu.synchronize()
+        return
+    keep = []
+    for _ in range(4):  # warm: the fused graph of n such ops compiled
+        for _ in range(args.n):
+            keep.append(fn())
+        torch.tpu.synchronize()
+        keep.clear()
+    cg.cg_start()
+    for _ in range(args.n):
+        keep.append(fn())  # results stay alive: n nodes of one pending graph
+    cg.cg_stop()
+    torch.tpu.synchronize()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--ops", default="add,mm")
+    p.add_argument("--n", type=int, default=200)
+    p.add_argument("--mode", default="strict_eager", choices=["strict_eager", "defer_and_fuse"])
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--helper", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(args)
+    work = tempfile.mkdtemp(prefix="callgrind_ops_")
+    src, lib = os.path.join(work, "toggle.c"), os.path.join(work, "libtoggle.so")
+    with open(src, "w") as f:
+        f.write(HELPER)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+    env = dict(os.environ, TORCH_TPU_CACHE="0", XLA_FLAGS="--xla_cpu_max_isa=AVX2")
+    print(f"mode {args.mode}, {args.n} warm calls per op; outputs in {work}")
+    for op in args.ops.split(","):
+        out = os.path.join(work, f"cg.{op}.out")
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                        f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__),
+                        "--child", op, "--n", str(args.n), "--mode", args.mode, "--helper", lib],
+                       env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dumps = sorted(glob.glob(out + ".1-01"))  # the client request's dump, calling thread
+        text = subprocess.run(["callgrind_annotate", dumps[0]], capture_output=True, text=True).stdout
+        total = int(re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text).group(1).replace(",", ""))
+        print(f"{op:10s} {total / args.n:10.0f} instructions per op   ({dumps[0]})")
+
+
+if __name__ == "__main__":
+    main()
