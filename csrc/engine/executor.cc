@@ -134,7 +134,9 @@ void add_field(std::string& s, const std::string& f) {
 // Everything besides the program text that decides whether a serialised
 // executable is valid here: the platform and its version, the plugin file
 // itself (a rebuilt plugin with the same version string must not reuse
-// entries), the devices, and our entry format.
+// entries), the devices, our entry format, and XLA_FLAGS as the plugin saw it
+// (XLA reads it once per process; its compiler options change the code, so an
+// entry compiled under other flags must not be served).
 const std::string& platform_identity() {
   static std::mutex mu;
   static std::string id;
@@ -154,6 +156,8 @@ const std::string& platform_identity() {
   add_field(s, std::to_string(c.plugin()->api_major()) + "." + std::to_string(c.plugin()->api_minor()));
   add_field(s, std::to_string(c.device_count()));
   for (const auto& d : c.devices()) add_field(s, d.kind);
+  const char* xla_flags = std::getenv("XLA_FLAGS");
+  add_field(s, xla_flags ? xla_flags : "");
   id = s;
   return id;
 }

@@ -37,6 +37,20 @@ def test_warm_process_compiles_nothing(tmp_path):
     assert BAD_ENTRY not in stderr and CANNOT_WRITE not in stderr
 
 
+def test_other_xla_flags_miss_the_cache(tmp_path):
+    # XLA_FLAGS change what the compiler emits (XLA reads them once per process), so
+    # entries compiled under one setting must not be served under another; the same
+    # setting again is a warm start.
+    flags = {"XLA_FLAGS": "--xla_cpu_enable_fast_min_max=false"}
+    cold, _ = run_child(tmp_path)
+    other, _ = run_child(tmp_path, env=flags)
+    check_values(other)
+    o = other["stats"]
+    assert o["compiles"] == cold["stats"]["compiles"] and o["disk_hits"] == 0
+    again, _ = run_child(tmp_path, env=flags)
+    assert again["stats"]["compiles"] == 0 and again["stats"]["disk_hits"] == o["compiles"]
+
+
 def _corrupt(path, how):
     data = open(path, "rb").read()
     if how == "truncated":
