@@ -135,6 +135,14 @@ at::Tensor empty_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) 
                                    dtype, c10::MemoryFormat::Contiguous);
 }
 
+at::Tensor empty_result(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                        int device) {
+  if (strides.empty()) return empty_tpu(sizes, dtype, device);
+  c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device)));
+  return at::detail::empty_strided_generic(sizes, strides, tpu_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+}
+
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buf, c10::ScalarType dtype,
                        c10::IntArrayRef sizes, int device) {
   at::Tensor t = empty_tpu(sizes, dtype, device);

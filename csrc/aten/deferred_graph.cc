@@ -535,7 +535,7 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
     std::shared_ptr<engine::Slot> slot;
     ElemType elem;
     if (s.kind == OutSpec::kNew) {
-      at::Tensor t = empty_tpu(s.sizes, s.dtype, c.device);
+      at::Tensor t = empty_result(s.sizes, s.strides, s.dtype, c.device);
       slot = slot_ref(t);
       elem = lower::to_elem(s.dtype);
       fresh.push_back(std::move(t));

@@ -57,6 +57,7 @@ struct OutSpec {
   enum Kind { kNew, kWrite, kNone } kind = kNew;
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // kNew
   std::vector<int64_t> sizes;                          // kNew
+  std::vector<int64_t> strides;                        // kNew: empty for row-major
   int input = -1;                                      // kWrite: the slot input rewritten
   hlo::ElemType elem = hlo::ElemType::F32;             // kWrite: element type written
 };

@@ -60,13 +60,13 @@ void flatten_meta(const c10::IValue& v, std::vector<lower::OutMeta>& out,
     out.push_back({c10::ScalarType::Undefined, {}});
     if (counts) counts->push_back(1);
   } else if (v.isTensor()) {
-    out.push_back({v.toTensor().scalar_type(), v.toTensor().sizes().vec()});
+    out.push_back({v.toTensor().scalar_type(), v.toTensor().sizes().vec(), v.toTensor().strides().vec()});
     if (counts) counts->push_back(1);
   } else if (v.isTensorList()) {
     auto l = v.toTensorList();
     for (size_t k = 0; k < l.size(); ++k) {
       at::Tensor t = l.get(k);
-      out.push_back({t.scalar_type(), t.sizes().vec()});
+      out.push_back({t.scalar_type(), t.sizes().vec(), t.strides().vec()});
     }
     if (counts) counts->push_back(static_cast<int64_t>(l.size()));
   } else if (counts) {
@@ -164,6 +164,24 @@ hlo::Value read_tensor(hlo::Builder& b, const std::vector<hlo::Value>& in, const
   return engine::read_view(b, p, r.layout);
 }
 
+// A new result in the layout PyTorch's meta kernel gives it (an elementwise op on
+// transposed or channels-last inputs keeps their layout): the value transposed to
+// that memory order, and `s` given the strides. torch.compile relies on it: AOTAutograd
+// traces views (`view`, `as_strided`) against the fake tensors' strides, which are the
+// meta kernels', so a contiguous result where the meta one is permuted breaks a
+// recorded `view` or, worse, reads other elements through an `as_strided`. Layouts
+// that are not a dense permutation stay contiguous.
+hlo::Value to_meta_layout(hlo::Builder& b, hlo::Value v, const lower::OutMeta& m, OutSpec& s) {
+  std::vector<int64_t> order;
+  if (m.sizes != s.sizes || !engine::dense_order(m.sizes, m.strides, &order)) return v;
+  bool identity = true;
+  for (size_t d = 0; d < order.size(); ++d)
+    identity &= m.sizes[order[d]] == 1 || order[d] == static_cast<int64_t>(d);
+  if (identity) return v;  // row-major already (size-1 dimensions aside)
+  s.strides = m.strides;
+  return b.transpose(v, order);
+}
+
 }  // namespace
 
 Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& params,
@@ -255,6 +273,7 @@ Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& 
     s.sizes = have_meta ? meta[k].sizes : v.dims();
     v = b.convert(v, lower::to_elem(s.dtype));
     if (v.dims() != s.sizes) v = b.broadcast_to(v, s.sizes);
+    if (have_meta) v = to_meta_layout(b, v, meta[k], s);
     int64_t n = 1;
     for (int64_t d : s.sizes) n *= d;
     outputs.push_back(b.reshape(v, {n}));

@@ -84,7 +84,9 @@ void run_strict(Call& c) {
     if (s.kind == OutSpec::kNone) {
       fresh.push_back(at::Tensor());
     } else if (s.kind == OutSpec::kNew) {
-      fresh.push_back(wrap_buffer(outs[o++], s.dtype, s.sizes, c.device));
+      at::Tensor t = empty_result(s.sizes, s.strides, s.dtype, c.device);
+      slot_of(t)->set_buffer(outs[o++], lower::to_elem(s.dtype));
+      fresh.push_back(std::move(t));
     } else {
       c.inputs[s.input].slot->set_buffer(outs[o++], s.elem);
     }

@@ -28,6 +28,11 @@ at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buf, c10::ScalarType dtype,
 // An uninitialised contiguous tpu tensor (storage without a buffer yet).
 at::Tensor empty_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype, int device);
 
+// The tensor for an op's new result: laid out by `strides` (a dense permutation,
+// see OutSpec), row-major when they are empty.
+at::Tensor empty_result(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                        int device);
+
 // Ensures the slot has a buffer, zero-filling it (as elements of `dtype`) if not.
 void materialize_zeros(engine::Slot* slot, c10::ScalarType dtype);
 

@@ -111,6 +111,24 @@ Value structured_view(hlo::Builder& b, Value base, const ViewLayout& v) {
 
 }  // namespace
 
+bool dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                 std::vector<int64_t>* order) {
+  if (sizes.size() != strides.size()) return false;
+  order->resize(sizes.size());
+  std::iota(order->begin(), order->end(), 0);
+  // Size-1 dimensions step nowhere: wherever they sit, the layout is the same.
+  auto key = [&](int64_t d) { return sizes[d] == 1 ? INT64_MAX : strides[d]; };
+  std::stable_sort(order->begin(), order->end(),
+                   [&](int64_t a, int64_t c) { return key(a) > key(c); });
+  int64_t expected = 1;
+  for (auto it = order->rbegin(); it != order->rend(); ++it) {
+    if (sizes[*it] == 1) continue;
+    if (strides[*it] != expected) return false;
+    expected *= sizes[*it];
+  }
+  return true;
+}
+
 Value read_view(hlo::Builder& b, Value base, const ViewLayout& v) {
   int64_t length = base.dims()[0];
   int64_t n = v.numel();

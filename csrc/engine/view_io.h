@@ -24,6 +24,12 @@ struct ViewLayout {
 // True when the view is the whole storage, densely, from element 0.
 bool covers_whole(const ViewLayout& v, int64_t length);
 
+// The dimension order, outermost first, in which `strides` lay `sizes` out densely
+// (a permutation of a row-major layout, as an op's result on transposed or
+// channels-last inputs has); false when they are not such a layout.
+bool dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                 std::vector<int64_t>* order);
+
 // The view's elements as a dense value of shape v.sizes.
 hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& v);
 

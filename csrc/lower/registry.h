@@ -49,6 +49,7 @@ struct Arg {
 struct OutMeta {
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;  // the meta kernel's layout of the result
 };
 
 class Ctx {
