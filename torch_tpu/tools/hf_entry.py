@@ -108,6 +108,13 @@ def shrink(cfg, model_type):
                 _set(cfg, key, small_id)
     if isinstance(_get(cfg, "qk_rope_head_dim"), int) and hasattr(cfg, "head_dim"):
         _set(cfg, "head_dim", cfg.qk_rope_head_dim)  # latent attention's rotary embedding: its rope part
+    if isinstance(_get(cfg, "kv_lora_rank"), int) and isinstance(_get(cfg, "num_key_value_heads"), int):
+        # Latent attention expands its keys and values to every query head, and its configs
+        # say so (key/value heads = attention heads). Fewer key/value heads would make the
+        # attention repeat the already expanded keys: the SDPA call then gets more key than
+        # query heads, which the eager path hides only while the mask is None (GQA in SDPA)
+        # and torch.compile, which builds the mask, hits.
+        _set(cfg, "num_key_value_heads", _get(cfg, "num_attention_heads"))
     layers = _get(cfg, "num_hidden_layers")
     for key in list(vars(cfg)):  # per-layer lists (layer_types, mlp_layer_types...) follow the layer count
         v = _get(cfg, key)
