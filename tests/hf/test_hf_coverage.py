@@ -76,6 +76,15 @@ def test_shrink_makes_configs_small():
     assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size) == (2, 32, 99)
 
 
+def test_shrink_keeps_latent_attention_heads_whole():
+    # latent attention expands keys and values to every query head: fewer key/value
+    # heads would repeat them again (a torch.compile-only failure in deepseek_v3)
+    import transformers
+    cfg = hf_coverage.shrink(transformers.DeepseekV3Config(), "deepseek_v3")
+    assert cfg.num_key_value_heads == cfg.num_attention_heads == 4
+    assert hf_coverage.shrink(transformers.LlamaConfig(), "llama").num_key_value_heads == 2
+
+
 @pytest.mark.slow
 def test_hf_coverage_ci_subset(tmp_path, capsys):
     """The fixed CI subset of about 20 architectures: each matches the CPU."""
