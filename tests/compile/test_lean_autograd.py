@@ -124,6 +124,21 @@ def test_inference_graph_is_not_lean():
         _falls_back(lambda x: x @ w, torch.randn(2, 4, device="tpu"), why="grad mode is off")
 
 
+def test_no_grad_inside_the_graph_falls_back():
+    # A compiled inference step under grad mode: the graph turns grad mode off
+    # itself, and its parameters require grad.
+    ref = _mlp()
+    model = _mlp().to("tpu")
+
+    def step(m, x):
+        with torch.no_grad():
+            return m(x).sum()
+
+    x = torch.randn(3, 8)
+    got = _falls_back(lambda t: step(model, t), x.to("tpu"), why="grad mode")
+    torch.testing.assert_close(got.item(), step(ref, x).item(), rtol=1e-5, atol=1e-5)
+
+
 def test_double_backward_is_refused():
     w = torch.randn(4, device="tpu", requires_grad=True)
     y = torch.compile(lambda x: (x * w).pow(2).sum(), backend="tpu")(torch.randn(4, device="tpu"))

@@ -42,6 +42,8 @@ def _why_not_lean(gm, example_inputs):
            for a in example_inputs):
         return "tensor subclass inputs"
     for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
+            return "grad mode changes inside the graph"
         if n.op == "output":
             outs = n.args[0]
             if not isinstance(outs, (tuple, list)) or not all(
@@ -117,13 +119,18 @@ def lean(gm, example_inputs, decompositions):
     tangents = [n for n in placeholders if n.name.startswith("tangents")]
     (out_node,) = [n for n in joint.graph.nodes if n.op == "output"]
     joint_outs = out_node.args[0]
-    num_outputs = len(joint_outs) - (len(placeholders) - len(tangents))
     fw_outs = list(gm.graph.find_nodes(op="output"))[0].args[0]
+    num_outputs = len(fw_outs)
     differentiable = [i for i, o in enumerate(fw_outs)
                       if _value(o).requires_grad and _value(o).is_floating_point()]
-    if len(differentiable) != len(tangents):
-        return _decline(f"{len(tangents)} tangents for {len(differentiable)} "
-                        "differentiable outputs")
+    if not differentiable:
+        return _decline("no output requires grad")
+    # The joint graph: (primals, tangents) -> (outputs, one gradient per primal).
+    if len(joint_outs) != num_outputs + len(example_inputs) or \
+            len(placeholders) != len(example_inputs) + len(tangents) or \
+            len(differentiable) != len(tangents):
+        return _decline("the joint graph is not (primals, tangents) -> (outputs, gradients) "
+                        f"with {len(differentiable)} tangents")
     fw_gm, bw_gm = default_partition(joint, example_inputs, num_fwd_outputs=num_outputs)
     if any(n.op == "placeholder" and not isinstance(n.meta.get("val"), torch.Tensor)
            for n in bw_gm.graph.nodes):
