@@ -25,7 +25,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
-from . import device_interface
+from . import device_interface, lean_autograd
 from .graph_runner import CompiledGraph
 
 device_interface.register()
@@ -56,16 +56,27 @@ def decompositions():
 
 
 @functools.cache
+def _decompositions():
+    return decompositions()
+
+
+@functools.cache
 def _aot_backend():
     return aot_autograd(
         fw_compiler=_compiler("forward"),
         bw_compiler=_compiler("backward"),
         inference_compiler=_compiler("inference"),
-        decompositions=decompositions(),
+        decompositions=_decompositions(),
         keep_inference_input_mutations=True,
     )
 
 
 def tpu_backend(gm, example_inputs, **kwargs):
-    """Dynamo backend entry: an FX graph and its example inputs -> a callable."""
+    """Dynamo backend entry: an FX graph and its example inputs -> a callable.
+    A plain training graph takes the lean run-time (lean_autograd.py); anything
+    else AOTAutograd's full one."""
+    if not kwargs and os.environ.get("TORCH_TPU_COMPILE_LEAN", "1") != "0":
+        fn = lean_autograd.lean(gm, example_inputs, _decompositions())
+        if fn is not None:
+            return fn
     return _aot_backend()(gm, example_inputs, **kwargs)
