@@ -28,28 +28,16 @@ void cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
 """
 
 
-def cases(torch):
-    a = torch.randn(64, device="tpu")
-    b = torch.randn(64, device="tpu")
-    m = torch.randn(16, 16, device="tpu")
-    return {
-        "add": lambda: torch.add(a, b),
-        "mul": lambda: a * 0.5,
-        "add_": lambda: a.add_(b, alpha=2.0),
-        "relu": lambda: torch.relu(a),
-        "sum": lambda: a.sum(),
-        "mm": lambda: m @ m,
-        "slice_add": lambda: m[2:10] + 1.0,
-    }
-
-
 def child(args):
     import torch
     import torch_tpu
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from op_overhead import cases  # the one op table, shared with op_overhead.py
+
     cg = ctypes.CDLL(args.helper)
     torch_tpu.set_execution_mode(args.mode)
-    fn = cases(torch)[args.child]
+    fn = cases("tpu", key=0)[args.child]
     if args.mode == "strict_eager":
         for _ in range(50):  # warm: the op's program compiled
             fn()

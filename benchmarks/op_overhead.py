@@ -15,20 +15,28 @@ import torch
 import torch_tpu
 
 
-def cases(device):
+def ops(a, b, m):
+    """(short name, label, call) of each op measured here and counted by
+    benchmarks/callgrind_ops.py, on a, b (64 floats) and m (16 x 16). "slice + add"
+    is two dispatcher calls (a view, then an add with a wrapped scalar), timed together."""
+    return [
+        ("add", "add(a, b)", lambda: torch.add(a, b)),
+        ("mul", "mul(a, 0.5)", lambda: a * 0.5),
+        ("add_", "a.add_(b, alpha=2)", lambda: a.add_(b, alpha=2.0)),
+        ("relu", "relu(a)", lambda: torch.relu(a)),
+        ("sum", "sum(a)", lambda: a.sum()),
+        ("mm", "mm(m, m)", lambda: m @ m),
+        ("view", "view (metadata only)", lambda: m.view(256)),
+        ("slice_add", "slice + add", lambda: m[2:10] + 1.0),
+    ]
+
+
+def cases(device, key=1):
+    """label (key=1) or short name (key=0) -> the op's call, on fresh inputs on `device`."""
     a = torch.randn(64, device=device)
     b = torch.randn(64, device=device)
     m = torch.randn(16, 16, device=device)
-    return {
-        "add(a, b)": lambda: torch.add(a, b),
-        "mul(a, 0.5)": lambda: a * 0.5,
-        "a.add_(b, alpha=2)": lambda: a.add_(b, alpha=2.0),
-        "relu(a)": lambda: torch.relu(a),
-        "sum(a)": lambda: a.sum(),
-        "mm(m, m)": lambda: m @ m,
-        "view (metadata only)": lambda: m.view(256),
-        "slice + add": lambda: m[2:10] + 1.0,
-    }
+    return {row[key]: row[2] for row in ops(a, b, m)}
 
 
 def sync(device):

@@ -230,8 +230,9 @@ void Call::walk() {
   descs.clear();
   if (want_descs) descs.resize(nargs);
   put(key, static_cast<const void*>(&op.schema()));
-  precision = matmul_precision();
-  put(key, static_cast<int8_t>(precision));
+  precision_keyed = info.reads_precision.load(std::memory_order_relaxed);
+  precision = precision_keyed ? matmul_precision() : hlo::Precision::HIGHEST;
+  put(key, static_cast<int8_t>(precision_keyed ? static_cast<int>(precision) : -1));
   // Type promotion reads the default dtype (int tensor * 1.5, torch.tensor(1.0)):
   // a program made under float32 must not serve a call under float64.
   put(key, static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));

@@ -115,6 +115,7 @@ struct Call {
   int device = -1;
   std::string key;
   hlo::Precision precision = hlo::Precision::HIGHEST;
+  bool precision_keyed = false;  // whether walk() read the precision into the key
   std::vector<Input> inputs;
   std::vector<ArgDesc> descs;
 

@@ -378,6 +378,15 @@ std::shared_ptr<Entry> entry_for(Call& c) {
   }
   b.ret(outs);
   e->mlir = b.module_text();
+  if (!c.precision_keyed && e->mlir.find("precision_config") != std::string::npos) {
+    // The first program of this op that depends on the matmul precision, built
+    // without reading it: from now on the op's keys carry the setting; this
+    // call is keyed and emitted again under it. Programs cached before this
+    // have no such dependence, so nothing cached is wrong.
+    c.info.reads_precision.store(true, std::memory_order_relaxed);
+    c.walk();
+    return entry_for(c);
+  }
   cache.insert(c.key, e);
   return e;
 }

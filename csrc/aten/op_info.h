@@ -35,6 +35,10 @@ struct OpInfo {
   // Flips to false once a meta kernel is missing; atomic because ops run on many threads.
   std::atomic<bool> has_meta{true};
   bool has_out = false;          // has out= arguments (an out= form, or a lowering named after one)
+  // Whether a program of this op has depended on torch.set_float32_matmul_precision
+  // (a float32 dot or convolution); until then its keys leave the setting out,
+  // and calls do not read it (a PyTorch map lookup per op). See entry_for.
+  std::atomic<bool> reads_precision{false};
   // Defer & Fuse recording time of this op (aten/recording_time.h): relaxed
   // atomics, so that the per-op tally takes no lock and no map lookup.
   std::atomic<uint64_t> recorded_calls{0};

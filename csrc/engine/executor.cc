@@ -286,6 +286,9 @@ std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const
     metrics().compile_ns += since_ns(tc);
     if (use_disk) store_to_disk(key, *exe);
   }
+  // Donation is declared in the program text (hlo::Builder::parameter); a
+  // program without it aliases no input, which spares every launch a list.
+  exe->set_aliases_inputs(mlir.find("tf.aliasing_output") != std::string::npos);
   if (!dump.empty()) {
     ProgramRecord r;
     r.key = key;
@@ -322,7 +325,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     guard.before(scope);
   }
   try {
-    out = exe.execute(args, device);
+    std::shared_ptr<pjrt::Event> done;
+    out = exe.execute(args, device, {}, &done);
     if (fail_execute_matches(*origin)) {
       // Fault injection (async_errors.h): the program's outputs are lost, as
       // a device fault would lose them, and its completion event carries the
@@ -341,10 +345,13 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
     metrics().executions++;
     // Under the profiler the scope covers the device time too, as a user
     // reading the trace expects: wait here, as launch blocking does.
+    // The launch's completion event stands for all of its outputs.
     const bool wait = launch_blocking() || profiling;
-    if (!out.empty() && !wait) track_ready(device, *out[0], origin);
-    if (wait)
-      for (auto& b : out) b->await_ready();
+    if (wait) {
+      if (done) done->await();
+    } else if (done) {
+      track_event(device, std::move(done), origin);
+    }
   } catch (const pjrt::Error& e) {
     // An input that an earlier, failed program was to produce: that failure
     // is the one to report (as CUDA's next call reports a device fault).

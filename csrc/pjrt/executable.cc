@@ -1,5 +1,7 @@
 // PJRT_LoadedExecutable wrapper: launch, serialisation, fingerprint.
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include "pjrt/internal.h"
 
@@ -62,56 +64,95 @@ Executable::~Executable() { destroy_loaded(client_->api(), exe_); }
 
 size_t Executable::num_outputs() const { return num_outputs_; }
 
+namespace {
+// 0, 1, 2, ...: the non-donatable indices of a launch that donates nothing (the
+// usual one), shared so that such a launch builds no list. Grown under a lock,
+// never shrunk; a launch reads only the first num_args entries.
+const int64_t* all_indices(size_t n) {
+  static std::mutex mu;
+  // Outgrown versions are never freed: a launch on another thread may still read one.
+  static std::atomic<const std::vector<int64_t>*> current{nullptr};
+  const std::vector<int64_t>* v = current.load(std::memory_order_acquire);
+  if (v != nullptr && v->size() >= n) return v->data();
+  std::lock_guard<std::mutex> g(mu);
+  v = current.load(std::memory_order_relaxed);
+  if (v != nullptr && v->size() >= n) return v->data();
+  auto* grown = new std::vector<int64_t>(std::max<size_t>(2 * n, 64));
+  for (size_t i = 0; i < grown->size(); ++i) (*grown)[i] = static_cast<int64_t>(i);
+  current.store(grown, std::memory_order_release);
+  return grown->data();
+}
+}  // namespace
+
 std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffer*>& args,
                                                          int device,
-                                                         const std::vector<int64_t>& donate) const {
+                                                         const std::vector<int64_t>& donate,
+                                                         std::shared_ptr<Event>* done) const {
   const PJRT_Api* api = client_->api();
-  std::vector<PJRT_Buffer*> inputs;
-  inputs.reserve(args.size());
+  PJRT_Buffer* small[8];
+  std::vector<PJRT_Buffer*> many;
+  PJRT_Buffer** inputs = small;
+  if (args.size() > 8) {
+    many.resize(args.size());
+    inputs = many.data();
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr) {
       throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
                   "execute: argument " + std::to_string(i) + " is null");
     }
-    inputs.push_back(args[i]->raw());
+    inputs[i] = args[i]->raw();
   }
   // PJRT donates every input the program aliases unless told otherwise; only
   // the caller knows which buffers nobody else holds, so everything outside
   // `donate` is protected explicitly.
   std::vector<int64_t> non_donatable;
-  non_donatable.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (std::find(donate.begin(), donate.end(), static_cast<int64_t>(i)) == donate.end()) {
-      non_donatable.push_back(static_cast<int64_t>(i));
-    }
-  }
-
   TPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
   options.launch_id = 0;
-  options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
-  options.num_non_donatable_input_indices = non_donatable.size();
+  if (donate.empty()) {
+    if (aliases_inputs_ && !args.empty()) {
+      options.non_donatable_input_indices = all_indices(args.size());
+      options.num_non_donatable_input_indices = args.size();
+    }
+  } else {
+    non_donatable.reserve(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (std::find(donate.begin(), donate.end(), static_cast<int64_t>(i)) == donate.end()) {
+        non_donatable.push_back(static_cast<int64_t>(i));
+      }
+    }
+    options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
+    options.num_non_donatable_input_indices = non_donatable.size();
+  }
 
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer* const* argument_lists[1] = {inputs.data()};
-  PJRT_Buffer** output_lists[1] = {outputs.data()};
+  PJRT_Buffer* few_outputs[8] = {nullptr};
+  std::vector<PJRT_Buffer*> many_outputs;
+  PJRT_Buffer** outputs = few_outputs;
+  if (num_outputs_ > 8) {
+    many_outputs.assign(num_outputs_, nullptr);
+    outputs = many_outputs.data();
+  }
+  PJRT_Buffer* const* argument_lists[1] = {inputs};
+  PJRT_Buffer** output_lists[1] = {outputs};
+  PJRT_Event* complete[1] = {nullptr};
 
   TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
   exec.executable = exe_;
   exec.options = &options;
   exec.argument_lists = argument_lists;
   exec.num_devices = 1;
-  exec.num_args = inputs.size();
+  exec.num_args = args.size();
   exec.output_lists = output_lists;
-  // No device_complete_events: each output's ready event already reports
-  // completion and errors, and not asking saves an allocation per launch.
-  exec.device_complete_events = nullptr;
+  exec.device_complete_events = done != nullptr ? complete : nullptr;
   exec.execute_device = client_->raw_device(device);
   TPU_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec,
                 "launching program on device " + std::to_string(device));
 
+  if (done != nullptr) *done = complete[0] ? std::make_shared<Event>(client_, complete[0]) : nullptr;
   std::vector<std::shared_ptr<Buffer>> result;
-  result.reserve(outputs.size());
-  for (PJRT_Buffer* out : outputs) result.push_back(std::make_shared<Buffer>(client_, out));
+  result.reserve(num_outputs_);
+  for (size_t i = 0; i < num_outputs_; ++i)
+    result.push_back(std::make_shared<Buffer>(client_, outputs[i]));
   return result;
 }
 

@@ -136,13 +136,22 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   size_t num_outputs() const;
+  // Whether the program may alias an input to an output (true unless told
+  // otherwise). A launch of one that does not passes no non-donatable list:
+  // PJRT builds a hash set of it per launch, and nothing could be donated.
+  bool aliases_inputs() const { return aliases_inputs_; }
+  void set_aliases_inputs(bool on) { aliases_inputs_ = on; }
   // Runs on local device `device` (index into Client::devices()). Outputs come back
   // at once; their contents are ready when their ready events fire (PJRT is
   // asynchronous). Inputs whose index is in `donate` may be consumed (donated:
   // the program must alias them, see hlo::Builder::parameter(..., donate)); all
   // other inputs are passed as non-donatable. Throws Error on failure to launch.
+  // With `done`, also sets it to the launch's completion event (which carries
+  // the program's failure): one event per launch, cheaper than asking an
+  // output for its ready event afterwards.
   std::vector<std::shared_ptr<Buffer>> execute(const std::vector<Buffer*>& args, int device,
-                                               const std::vector<int64_t>& donate = {}) const;
+                                               const std::vector<int64_t>& donate = {},
+                                               std::shared_ptr<Event>* done = nullptr) const;
   // Runs a program compiled with num_replicas = args.size() once on each of the
   // client's first args.size() devices (replica i on device i), all launched
   // by one call as in-program collectives need. args[i] are replica i's
@@ -158,6 +167,7 @@ class Executable {
   std::shared_ptr<const Client> client_;
   PJRT_LoadedExecutable* exe_;
   size_t num_outputs_ = 0;
+  bool aliases_inputs_ = true;
 };
 
 struct DeviceInfo {

@@ -2,6 +2,8 @@
 sums accumulate in float32, then round once. And float32 matmul precision
 follows torch.set_float32_matmul_precision through XLA's precision config."""
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -146,3 +148,26 @@ def test_highest_is_the_default_and_matches_the_cpu():
     a, b = torch.randn(16, 300), torch.randn(300, 16)
     # Sums of 300 products of size ~17: float32 reassociation alone moves ~1e-5.
     assert_close_cpu(a.to("tpu") @ b.to("tpu"), a @ b, atol=5e-5)
+
+
+_FIRST_SIGNATURE_WITHOUT_A_DOT = r"""
+import os, sys, torch, torch_tpu
+torch_tpu.debug.set_dump_dir(sys.argv[1])
+torch.set_float32_matmul_precision("medium")
+i = torch.ones(2, 3, 3, dtype=torch.int32, device="tpu")
+(i @ i).cpu()  # bmm's first program: an integer product, no precision config
+a = torch.randn(2, 3, 3, device="tpu")
+(a @ a).cpu()  # float32: must follow the setting although bmm's first program did not
+torch_tpu.synchronize()
+"""
+
+
+def test_precision_followed_after_a_first_program_without_a_dot(tmp_path):
+    # An op's keys carry the setting only once one of its programs depended on
+    # it; the first such program, in a fresh process, must still honour it.
+    subprocess.run([sys.executable, "-c", _FIRST_SIGNATURE_WITHOUT_A_DOT, str(tmp_path)],
+                   check=True, timeout=300)
+    text = "\n".join(open(os.path.join(tmp_path, f)).read()
+                     for f in sorted(os.listdir(tmp_path)) if f.endswith(".mlir"))
+    dots = [line for line in text.splitlines() if "stablehlo.dot_general" in line and "f32" in line]
+    assert dots and all("#stablehlo<precision DEFAULT>" in d for d in dots), dots
