@@ -193,8 +193,9 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto t0 = std::chrono::steady_clock::now();
       c.deferred = true;
       prepare(c);
-      std::shared_ptr<Entry> e = entry_cache().find(c.key);
-      if (e || !run_on_host_tier(c)) record_deferred(c, e ? std::move(e) : entry_for(c));
+      // Not the host tier: in this mode its flushes cut the fused step in pieces
+      // (measured: warm decoding 10x slower), see docs/huggingface.md.
+      record_deferred(c, entry_for(c));
       // steady_clock is a vDSO read (tens of ns): cheap enough to keep always on.
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
