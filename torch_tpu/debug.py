@@ -1,5 +1,6 @@
 """Counters and reports: what ran, what compiled, what fell back to the CPU; program
 dumps; the numerics check (see torch_tpu.numerics)."""
+import contextlib
 import os
 
 from . import _C
@@ -77,6 +78,7 @@ def report():
         lines.append(f"  materialisations    {sum(mats.values())}")
         for reason, n in sorted(mats.items(), key=lambda kv: -kv[1]):
             lines.append(f"    {reason}: {n}")
+    lines.append(f"  host-tier ops       {m['host_tier_ops']}")
     lines.append(f"  CPU-fallback ops    {m['cpu_fallback_ops']}")
     sites = m.get("cpu_fallback_sites", {})
     for name, n in sorted(m["cpu_fallback_counts"].items(), key=lambda kv: -kv[1]):
@@ -94,6 +96,20 @@ def set_dump_dir(path):
 
 def dump_dir():
     return _C._dump_dir() or None
+
+
+@contextlib.contextmanager
+def host_tier(enabled):
+    """Turns the host tier on or off inside the block (on by default): tiny integer
+    and bool ops whose shapes keep changing run with the CPU kernel instead of
+    compiling a program per shape (csrc/aten/host_tier.h; counted as host_tier_ops).
+    Tests of the lowerings turn it off so that every sample compiles."""
+    prev = _C._host_tier()
+    _C._set_host_tier(bool(enabled))
+    try:
+        yield
+    finally:
+        _C._set_host_tier(prev)
 
 
 def clear_program_cache():

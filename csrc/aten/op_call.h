@@ -83,6 +83,9 @@ struct Entry {
   // executable is never replaced, so it lives as long as the Entry (which the
   // caller holds).
   const pjrt::Executable& executable(const std::string& what);
+  // Whether executable() has compiled (an Entry that Defer & Fuse made for
+  // recording has not).
+  bool has_executable() const { return ready_.load(std::memory_order_acquire) != nullptr; }
 
  private:
   std::mutex exe_mu_;

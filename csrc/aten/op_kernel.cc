@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "aten/deferred_graph.h"
+#include "aten/host_tier.h"
 #include "aten/kernels.h"
 #include "aten/op_call.h"
 #include "aten/recording_time.h"
@@ -51,8 +52,12 @@ void run_strict(Call& c) {
   std::shared_ptr<Entry> e = entry_cache().find(c.key);
   if (e) {
     engine::metrics().cache_hits++;
+    // Known from Defer & Fuse recording (a torch.compile graph's op) but never
+    // compiled alone: as good as a miss for the host tier.
+    if (!e->has_executable() && run_on_host_tier(c)) return;
   } else {
     engine::metrics().cache_misses++;
+    if (run_on_host_tier(c)) return;
     c.want_descs = true;  // emitting the op reads the argument descriptors
     c.walk();
     e = entry_for(c);
@@ -190,6 +195,8 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto t0 = std::chrono::steady_clock::now();
       c.deferred = true;
       prepare(c);
+      // Not the host tier: in this mode its flushes cut the fused step in pieces
+      // (measured: warm decoding 10x slower), see docs/huggingface.md.
       record_deferred(c, entry_for(c));
       // steady_clock is a vDSO read (tens of ns): cheap enough to keep always on.
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -236,7 +243,10 @@ std::vector<OpRecordingTime> recording_by_op(bool reset) {
   return out;
 }
 
-void clear_program_cache() { entry_cache(true).clear(), entry_cache(false).clear(); }
+void clear_program_cache() {
+  entry_cache(true).clear(), entry_cache(false).clear();
+  clear_host_tier_signatures();
+}
 size_t program_cache_size() { return entry_cache().size(); }
 
 }  // namespace tpu::aten

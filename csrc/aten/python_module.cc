@@ -5,6 +5,7 @@
 
 #include "aten/deferred_graph.h"
 #include "aten/generator.h"
+#include "aten/host_tier.h"
 #include "aten/kernels.h"
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
@@ -60,6 +61,7 @@ py::dict metrics_dict() {
   d["bytes_to_device"] = m.bytes_to_device.load();
   d["bytes_to_host"] = m.bytes_to_host.load();
   d["cpu_fallback_ops"] = m.cpu_fallback_ops.load();
+  d["host_tier_ops"] = m.host_tier_ops.load();
   py::dict fb;
   for (const auto& [k, v] : m.fallback_counts()) fb[py::str(k)] = v;
   d["cpu_fallback_counts"] = fb;
@@ -140,6 +142,8 @@ PYBIND11_MODULE(_C, m) {
     guarded([&] { tpu::engine::compile_program(mlir, what); return 0; });
   });
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
+  m.def("_set_host_tier", &tpu::aten::set_host_tier_enabled);
+  m.def("_host_tier", &tpu::aten::host_tier_enabled);
   // Fault injection (tests): launches whose op names contain `text` fail
   // asynchronously on the device ("" : off); see engine/async_errors.h.
   m.def("_debug_fail_execute", &tpu::engine::set_fail_execute);

@@ -38,6 +38,7 @@ void Metrics::reset() {
   bytes_to_device = 0;
   bytes_to_host = 0;
   cpu_fallback_ops = 0;
+  host_tier_ops = 0;
   disk_hits = 0;
   disk_misses = 0;
   disk_bad_entries = 0;

@@ -20,6 +20,7 @@ struct Metrics {
   std::atomic<uint64_t> bytes_to_device{0};
   std::atomic<uint64_t> bytes_to_host{0};
   std::atomic<uint64_t> cpu_fallback_ops{0};
+  std::atomic<uint64_t> host_tier_ops{0};       // lowered ops run on the host instead (aten/host_tier.h)
   // Persistent compile cache (engine/disk_cache.h): a disk hit replaces a compile.
   std::atomic<uint64_t> disk_hits{0};
   std::atomic<uint64_t> disk_misses{0};

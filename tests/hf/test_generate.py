@@ -117,6 +117,27 @@ def test_static_cache_generate_is_compiled_once_and_matches_cpu(models):
     assert graphs[2:] == [graphs[1]] * (NEW - 2), graphs
 
 
+def test_static_cache_generate_compiles_nothing_after_the_second_token(models):
+    """Strict Eager: the eager loop around the compiled decoding step grows input_ids a
+    column a token; its tiny integer ops run on the host tier (csrc/aten/host_tier.h)
+    once their shapes keep changing, so no XLA program compiles after the second
+    decoded token, and the tokens are the CPU's."""
+    cpu, tpu = models
+    torch._dynamo.reset()
+    compiled = []
+
+    class Record(transformers.LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            compiled.append(torch_tpu.debug.metrics()["programs_compiled"])
+            return scores
+
+    want = _generate(cpu, "cpu", do_sample=False, cache_implementation="static")
+    got = _generate(tpu, "tpu", do_sample=False, cache_implementation="static",
+                    logits_processor=[Record()])
+    assert torch.equal(got.cpu(), want)
+    assert compiled[2:] == [compiled[1]] * (NEW - 2), compiled
+
+
 def test_compiled_static_cache_sampling_is_reproducible(models):
     """Sampling through the compiled (backend="tpu") static-cache decoding step, on the
     left-padded batch: the same torch.manual_seed gives the same tokens, and top_k=1
