@@ -22,10 +22,14 @@
 // Anything else, or a CPU kernel that raises or gives a float or larger
 // result, leaves the call to the compiled path as before, unchanged.
 //
+// A key the host keeps running (a fixed shape that keeps missing) is compiled
+// once its host time adds up to this process's mean compile time.
+//
 // Counted in metrics().host_tier_ops, not with the CPU fallback (an op that
-// has no lowering). Defer & Fuse uses it too: the call's pending inputs run
-// first, and a pending trace that read a storage the op writes runs before the
-// write (record order is kept).
+// has no lowering). Strict Eager only: in Defer & Fuse each host op would have
+// to run its pending inputs first and cut the fused step in pieces (measured:
+// warm decoding 10x slower), and inside a torch.compile capture it would split
+// the graph.
 #pragma once
 
 #include <cstdint>
