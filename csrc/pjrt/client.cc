@@ -136,30 +136,40 @@ PJRT_Device* Client::raw_device(int index) const {
   return raw_devices_[static_cast<size_t>(index)];
 }
 
-std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
-                                                 const std::vector<int64_t>& dims,
-                                                 int device) const {
+std::shared_ptr<Buffer> detail::upload_host_buffer(const Client& client, const void* data,
+                                                   PJRT_Buffer_Type type,
+                                                   const std::vector<int64_t>& dims, int device,
+                                                   PJRT_HostBufferSemantics semantics,
+                                                   PJRT_Event** done_with_host) {
   TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
-  args.client = client_;
+  args.client = client.raw();
   args.data = data;
   args.type = type;
   args.dims = dims.empty() ? nullptr : dims.data();
   args.num_dims = dims.size();
   args.byte_strides = nullptr;  // dense, major-to-minor
   args.num_byte_strides = 0;
+  args.host_buffer_semantics = semantics;
+  args.device = client.raw_device(device);
+  TPU_PJRT_CALL(client.api(), PJRT_Client_BufferFromHostBuffer, args,
+                "copying host data to device " + std::to_string(device));
+  *done_with_host = args.done_with_host_buffer;
+  return std::make_shared<Buffer>(client.shared_from_this(), args.buffer);
+}
+
+std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
+                                                 const std::vector<int64_t>& dims,
+                                                 int device) const {
   // The copy is finished when the call returns, so callers may free or reuse
   // `data` at once (tensors on the host side are not pinned for us).
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
-  args.device = raw_device(device);
-  TPU_PJRT_CALL(api(), PJRT_Client_BufferFromHostBuffer, args,
-                "copying host data to device " + std::to_string(device));
-
-  auto self = shared_from_this();
-  auto buffer = std::make_shared<Buffer>(self, args.buffer);
-  if (args.done_with_host_buffer != nullptr) {
+  PJRT_Event* done_with_host = nullptr;
+  auto buffer = detail::upload_host_buffer(*this, data, type, dims, device,
+                                           PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+                                           &done_with_host);
+  if (done_with_host != nullptr) {
     // Under kImmutableOnlyDuringCall this event is already (or nearly) ready;
     // waiting keeps the promise that `data` is free when we return.
-    Event done(self, args.done_with_host_buffer);
+    Event done(shared_from_this(), done_with_host);
     done.await();
   }
   return buffer;

@@ -8,27 +8,17 @@ std::shared_ptr<Buffer> buffer_from_host_zero_copy(const Client& client, const v
                                                    PJRT_Buffer_Type type,
                                                    const std::vector<int64_t>& dims, int device,
                                                    std::function<void()> done) {
-  TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
-  args.client = client.raw();
-  args.data = data;
-  args.type = type;
-  args.dims = dims.empty() ? nullptr : dims.data();
-  args.num_dims = dims.size();
-  args.byte_strides = nullptr;  // dense, major-to-minor
-  args.num_byte_strides = 0;
   // The buffer may alias `data`; the runtime promises never to write it (no
   // donated output lands in it), so the memory is the caller's again exactly
   // when done_with_host_buffer fires.
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableZeroCopy;
-  args.device = client.raw_device(device);
-  TPU_PJRT_CALL(client.api(), PJRT_Client_BufferFromHostBuffer, args,
-                "copying host data to device " + std::to_string(device));
-  auto self = client.shared_from_this();
-  auto buffer = std::make_shared<Buffer>(self, args.buffer);
-  if (args.done_with_host_buffer == nullptr) {
+  PJRT_Event* done_with_host = nullptr;
+  auto buffer = detail::upload_host_buffer(client, data, type, dims, device,
+                                           PJRT_HostBufferSemantics_kImmutableZeroCopy,
+                                           &done_with_host);
+  if (done_with_host == nullptr) {
     done();
   } else {
-    Event(self, args.done_with_host_buffer).on_ready(std::move(done));
+    Event(client.shared_from_this(), done_with_host).on_ready(std::move(done));
   }
   return buffer;
 }

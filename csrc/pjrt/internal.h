@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "pjrt/pjrt.h"
 
@@ -34,6 +36,16 @@ Fn* require_fn(Fn* fn, const char* name) {
 
 // Frees a PJRT_Error without throwing: used on cleanup paths.
 void destroy_error(const PJRT_Api* api, PJRT_Error* err) noexcept;
+
+// A dense, major-to-minor upload of host data to `device` with the given
+// semantics (copy during the call, or alias the host memory): the one
+// PJRT_Client_BufferFromHostBuffer call behind Client::buffer_from_host and
+// buffer_from_host_zero_copy. `done_with_host` gets the plugin's event saying
+// when `data` is free again (null when it already is).
+std::shared_ptr<Buffer> upload_host_buffer(const Client& client, const void* data,
+                                           PJRT_Buffer_Type type, const std::vector<int64_t>& dims,
+                                           int device, PJRT_HostBufferSemantics semantics,
+                                           PJRT_Event** done_with_host);
 
 }  // namespace tpu::pjrt::detail
 
