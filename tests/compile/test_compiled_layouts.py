@@ -43,3 +43,30 @@ def test_view_of_elementwise_result_on_permuted_input():
         y = torch.exp(x.permute(0, 2, 1)) + 1
         return y.permute(0, 2, 1).view(-1, x.shape[-1])
     _against_cpu(fn, torch.randn(3, 4, 5))
+
+
+def _heads_split(a, b):
+    # bmm's (B*H, L, D) result seen as (B, L, H, D) and scaled: the output keeps the
+    # transposed layout, and the backward graph undoes it with a `view` that only that
+    # layout allows (Longformer's attention output)
+    return torch.bmm(a, b).view(2, 4, 5, 3).transpose(1, 2) * 2
+
+
+def test_gradient_in_another_layout_than_the_traced_tangent():
+    a, b, w = torch.randn(8, 5, 6), torch.randn(8, 6, 3), torch.randn(2, 5, 4, 3)
+
+    def loss(fn, a, b, w):
+        # .contiguous() hands the output's gradient back contiguous, not in its layout
+        return (fn(a, b).contiguous() * w).sum()
+
+    ins = [x.clone().requires_grad_(True) for x in (a, b)]
+    tins = [x.to("tpu").requires_grad_(True) for x in (a, b)]
+    loss(_heads_split, *ins, w).backward()
+    torch._dynamo.reset()
+    compiled = torch.compile(_heads_split, backend="tpu")
+    for _ in range(2):  # the recorded first call and the directly called program after it
+        for t in tins:
+            t.grad = None
+        loss(compiled, *tins, w.to("tpu")).backward()
+        for t, x in zip(tins, ins):
+            torch.testing.assert_close(t.grad.cpu(), x.grad, **TOL)

@@ -1,8 +1,10 @@
 """python -m torch_tpu.tools.hf_coverage: shrunk configs, every task head, forward and
 backward on tpu vs the CPU in worker processes, a resumable table file and totals."""
 import pytest
+import torch
 
 from torch_tpu.tools import hf_coverage
+from torch_tpu.tools.hf_entry import check_one
 
 
 def _run(tmp_path, capsys, *argv, name="table.tsv"):
@@ -68,6 +70,65 @@ def test_report_only_writes_markdown_summary(tmp_path, capsys):
     assert "aten::histc 1; 1" in text
     assert "d/base: error crashed" in text
     assert md.read_text().startswith("# hf_coverage: strict_eager")
+
+
+def test_entry_timeout_is_not_swallowed_by_dynamo(tmp_path, capsys):
+    # The alarm lands inside Dynamo's compile, which catches Exception: the entry must
+    # still end as a timeout (not as a wrapped compile error, nor run on past the limit).
+    rows, _ = _run(tmp_path, capsys, "--only", "gpt2", "--mode", "compiled", "--timeout", "1")
+    assert rows
+    for r in rows:
+        assert r["status"] == "pass" or r["detail"] == "timed out after 1s", r
+        assert float(r["seconds"]) < 60, r  # not run on to the end (it re-arms every _REARM_S)
+
+
+def test_report_counts_random_by_design_apart(tmp_path, capsys):
+    table = tmp_path / "t.tsv"
+    lines = ["\t".join(hf_coverage.COLUMNS),
+             "a\tbase\tpass\t1e-07\t1e-06\t1.0\t\t",
+             "r\tbase\trng\t1e+00\t\t1.0\t\tthe CPU's own output changes with the seed",
+             "m\tbase\tmismatch\t5e-02\t1e-06\t1.0\t\t"]
+    table.write_text("\n".join(lines) + "\n")
+    assert hf_coverage.main(["--report-only", "--out", str(table)]) == 0
+    text = capsys.readouterr().out
+    # r is neither a match nor a failure: out of the comparable architectures, listed apart
+    assert "3 model types, 3 buildable on the CPU, 1 of them random by design (rng: r)" in text
+    assert "architectures matching the CPU (every buildable head): 1/2 = 50.0%" in text
+    assert "3 buildable, 1 pass, 1 mismatch, 0 error, 1 rng, 0 skip" in text
+    assert "failing architectures: 1 (1 heads); and 1 random by design (rng), listed last" in text
+    assert text.index("m/base: mismatch") < text.index("r/base: rng")
+
+
+class _Cfg:
+    vocab_size = 99
+
+
+class _Embed(torch.nn.Module):
+    main_input_name = "input_ids"
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.emb = torch.nn.Embedding(cfg.vocab_size, 8)
+
+    def forward(self, input_ids, attention_mask=None):
+        return {"logits": self.emb(input_ids)}
+
+
+class _NoisyEmbed(_Embed):
+    """Draws noise in eval mode (as ViLT's patch sampling or VITS's duration noise do)."""
+
+    def forward(self, input_ids, attention_mask=None):
+        h = self.emb(input_ids)
+        return {"logits": h + torch.randn_like(h)}
+
+
+@pytest.mark.parametrize("cls, status", [(_Embed, "pass"), (_NoisyEmbed, "rng")])
+def test_an_entry_whose_cpu_output_changes_with_the_seed_is_rng(cls, status):
+    import torch_tpu
+    row = check_one(cls, _Cfg(), "strict_eager", True, 1e-3, torch, torch_tpu)
+    assert row["status"] == status, row
+    if status == "rng":
+        assert "the CPU's own output changes with the seed" in row["detail"], row
 
 
 def test_shrink_makes_configs_small():

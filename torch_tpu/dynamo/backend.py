@@ -12,7 +12,8 @@ Decompositions: PyTorch's core ATen table, less the ops the lowering registry
 implements whole (layer-norm / GELU / softmax / NLL backward, ...): a whole-op
 lowering is one recorded node instead of ten and is the very code the eager
 modes run, so compiled and eager agree and recording costs less.
-TORCH_TPU_COMPILE_DECOMPOSITIONS=core uses the full core table.
+TORCH_TPU_COMPILE_DECOMPOSITIONS=core uses the full core table. Either way
+`_unsafe_view` stays whole (see _KEEP_WHOLE).
 
 Found by name through the `torch_dynamo_backends` entry point (pyproject.toml);
 torch_tpu.dynamo.register() registers it by hand where the package metadata
@@ -46,18 +47,24 @@ def _compiler(kind):
     return compile_graph
 
 
+# Ops never decomposed. `_unsafe_view` is how AOTAutograd hides from autograd that a
+# graph output shares storage with an intermediate (reshape's copying branch:
+# clone + _unsafe_view). Decomposed into `view`, the output that the graph hands back
+# is a real view of the clone, autograd.Function marks it "a view created inside a
+# custom Function" and an in-place write to it afterwards fails (Longformer writes its
+# global-attention rows into such a reshape's result) where the CPU's succeeds.
+_KEEP_WHOLE = ("aten::_unsafe_view",)
+
+
+@functools.cache
 def decompositions():
-    """The decomposition table handed to AOTAutograd (see the module note)."""
-    table = core_aten_decompositions()
+    """The decomposition table handed to AOTAutograd (see the module note); built
+    once per process, so TORCH_TPU_COMPILE_DECOMPOSITIONS is read at the first compile."""
+    table = {op: fn for op, fn in core_aten_decompositions().items() if op.name() not in _KEEP_WHOLE}
     if os.environ.get("TORCH_TPU_COMPILE_DECOMPOSITIONS", "").strip().lower() == "core":
         return table
     lowered = set(_C._lowered_op_names())
     return {op: fn for op, fn in table.items() if op.name() not in lowered}
-
-
-@functools.cache
-def _decompositions():
-    return decompositions()
 
 
 @functools.cache
@@ -66,7 +73,7 @@ def _aot_backend():
         fw_compiler=_compiler("forward"),
         bw_compiler=_compiler("backward"),
         inference_compiler=_compiler("inference"),
-        decompositions=_decompositions(),
+        decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
 
@@ -76,7 +83,7 @@ def tpu_backend(gm, example_inputs, **kwargs):
     A plain training graph takes the lean run-time (lean_autograd.py); anything
     else AOTAutograd's full one."""
     if not kwargs and os.environ.get("TORCH_TPU_COMPILE_LEAN", "1") != "0":
-        fn = lean_autograd.lean(gm, example_inputs, _decompositions())
+        fn = lean_autograd.lean(gm, example_inputs, decompositions())
         if fn is not None:
             return fn
     return _aot_backend()(gm, example_inputs, **kwargs)

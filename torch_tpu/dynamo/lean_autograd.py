@@ -9,8 +9,11 @@ autograd.Function: the forward graph's program runs, its saved activations are h
 by the Function's context as tpu tensors, and the backward graph's program is
 launched directly from the autograd engine. The per-call wrappers AOTAutograd runs
 around its own autograd.Function (input/output metadata handling, saved-tensor
-bookkeeping, tangent coercion, ...) are not needed for such a graph and are skipped;
-Dynamo's guards still decide when the graph applies.
+bookkeeping, ...) are not needed for such a graph and are skipped; Dynamo's guards
+still decide when the graph applies. One is kept: a gradient arriving in another
+layout than the tangent the backward graph was traced with is copied into that
+layout (as AOTAutograd's tangent coercion does), since the graph's views were
+decided from the traced strides.
 
 Anything else takes AOTAutograd's full path (lean() returns None and says why in
 LAST_DECLINE, which tests read).
@@ -71,12 +74,29 @@ def _random_op(joint):
 class _Plan:
     """The two compiled halves and how the Function's calls map onto them."""
 
-    def __init__(self, fw, bw, num_outputs, differentiable):
+    def __init__(self, fw, bw, num_outputs, differentiable, tangent_layouts):
         self.fw = fw
         self.bw = bw
         self.num_outputs = num_outputs
         self.differentiable = differentiable  # output indices that take a tangent
         self.nondiff = [i for i in range(num_outputs) if i not in set(differentiable)]
+        self.tangent_layouts = tangent_layouts  # (size, stride) the backward was traced with
+
+    def tangents(self, grads):
+        """The gradients of the differentiable outputs, each in its traced layout."""
+        out = []
+        for i, (size, stride) in zip(self.differentiable, self.tangent_layouts):
+            g = grads[i]
+            if not _same_layout(g, size, stride):
+                g = torch.empty_strided(size, stride, dtype=g.dtype, device=g.device).copy_(g)
+            out.append(g)
+        return out
+
+
+def _same_layout(t, size, stride):
+    # a size-1 dimension's stride addresses nothing: a view of either layout is the same
+    return tuple(t.shape) == size and all(
+        n == 1 or a == b for n, a, b in zip(size, t.stride(), stride))
 
 
 class _LeanFunction(torch.autograd.Function):
@@ -98,7 +118,7 @@ class _LeanFunction(torch.autograd.Function):
                                "(create_graph=True) through a compiled graph")
         plan = ctx.plan
         args = list(ctx.saved_tensors)
-        args += [grads[i] for i in plan.differentiable]
+        args += plan.tangents(grads)
         return (None, *plan.bw(args))
 
 
@@ -135,8 +155,12 @@ def lean(gm, example_inputs, decompositions):
     if any(n.op == "placeholder" and not isinstance(n.meta.get("val"), torch.Tensor)
            for n in bw_gm.graph.nodes):
         return _decline("the backward saves symbolic sizes")
+    bw_tangents = [n for n in bw_gm.graph.nodes if n.op == "placeholder"][-len(tangents):]
+    layouts = [(tuple(_value(n).shape), tuple(_value(n).stride())) for n in bw_tangents]
+    if not all(n.name.startswith("tangents") for n in bw_tangents):
+        return _decline("the backward graph's last inputs are not the tangents")
     plan = _Plan(CompiledGraph(fw_gm, "forward"), CompiledGraph(bw_gm, "backward"),
-                 num_outputs, differentiable)
+                 num_outputs, differentiable, layouts)
     apply = _LeanFunction.apply
 
     def run(*args):

@@ -12,9 +12,6 @@ import traceback
 import torch
 
 from .. import debug
-
-import torch_tpu
-
 from . import opinfo_expected_failures as xfails
 
 # Ops whose results are random: only dtype and shape are compared.
@@ -174,7 +171,7 @@ def _check(op, dtype_name, grad, max_samples):
         tpu_sample = sample.transform(_to_tpu)
         if "device" in tpu_sample.kwargs or not _has_tensor(sample):  # factories: build on tpu
             tpu_sample.kwargs["device"] = "tpu"
-        before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
+        before = dict(debug.metrics()["cpu_fallback_counts"])
         try:
             if grad:
                 actual = _call_on_tpu(op, tpu_sample)
@@ -191,7 +188,7 @@ def _check(op, dtype_name, grad, max_samples):
             ok, msg = False, f"sample {i}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             if not str(e):
                 msg += traceback.format_exc(limit=2)
-        after = torch_tpu.debug.metrics()["cpu_fallback_counts"]
+        after = debug.metrics()["cpu_fallback_counts"]
         fell_back = {k for k, v in after.items() if v > before.get(k, 0)}
         if fell_back:
             res.fallback += 1
