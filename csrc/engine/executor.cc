@@ -26,6 +26,7 @@ std::atomic<bool> g_blocking{false};
 // synchronize() and stream events, with who launched them (for the message of
 // an asynchronous failure). Pruned of finished ones as it grows so that it
 // stays small; a finished one that failed is noted (engine/async_errors.h).
+constexpr size_t kPruneAt = 256;  // tracked launches before finished ones are dropped
 struct Work {
   int device;
   std::shared_ptr<pjrt::Event> done;
@@ -33,7 +34,13 @@ struct Work {
 };
 struct InFlight {
   std::mutex mu;
-  std::vector<Work> events;
+  // Room up to the prune bound from the start (see track_event): the list is
+  // compacted in place, so it never reallocates in a steady loop.
+  std::vector<Work> events = [] {
+    std::vector<Work> v;
+    v.reserve(kPruneAt + 1);
+    return v;
+  }();
 };
 InFlight& in_flight() {
   static auto* f = new InFlight();
@@ -69,7 +76,7 @@ void track_event(int device, std::shared_ptr<pjrt::Event> ev,
                  std::shared_ptr<const LaunchOrigin> origin) {
   auto& f = in_flight();
   std::lock_guard<std::mutex> g(f.mu);
-  if (f.events.size() >= 256) prune_locked(f);
+  if (f.events.size() >= kPruneAt) prune_locked(f);
   f.events.push_back(Work{device, std::move(ev), std::move(origin)});
 }
 
