@@ -2,6 +2,7 @@
 where timings are not. A script, not a test.
 
     python benchmarks/callgrind_ops.py [--ops add,mm] [--n 200] [--mode strict_eager|defer_and_fuse]
+                                       [--breakdown]
 
 Runs itself under `valgrind --tool=callgrind` with instrumentation off, switches it
 on (a client request from a small C helper compiled here) around N calls of each op
@@ -11,8 +12,14 @@ one pending graph and flushed outside the counted loop. XLA's CPU code is limite
 to AVX2 (valgrind decodes no AVX-512) and the persistent cache is off, so the
 programs run here are compiled for this run. Needs valgrind, its headers and a C
 compiler; `callgrind_annotate --inclusive=yes <out file>` shows where they go.
+--breakdown splits each figure three ways, from inclusive costs: the PJRT
+plugin (every PJRT_* entry point it serves: the launch, buffer destruction
+...), our kernel (op_kernel and the storage deleter, less the plugin calls in
+them; includes the PyTorch tensor creation and allocations our code asks for),
+and the rest: Python, the Python binding, the dispatcher and autograd.
 """
 import argparse
+import collections
 import ctypes
 import glob
 import os
@@ -61,11 +68,28 @@ def child(args):
     torch.tpu.synchronize()
 
 
+def breakdown(out_file, n):
+    """(plugin, ours, rest) instructions per op from the dump's inclusive costs."""
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out_file],
+                          capture_output=True, text=True).stdout
+    incl = collections.Counter()
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*)$", line)
+        if m:
+            incl[m.group(2)] += int(m.group(1).replace(",", ""))
+    plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
+    kernel = sum(v for k, v in incl.items()
+                 if k.startswith("tpu::aten::op_kernel(") or "delete_slot(void*)" in k)
+    return plugin / n, (kernel - plugin) / n
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--ops", default="add,mm")
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--mode", default="strict_eager", choices=["strict_eager", "defer_and_fuse"])
+    p.add_argument("--breakdown", action="store_true",
+                   help="split each figure: PJRT plugin / our kernel / Python+PyTorch")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--helper", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -88,6 +112,10 @@ def main():
         text = subprocess.run(["callgrind_annotate", dumps[0]], capture_output=True, text=True).stdout
         total = int(re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text).group(1).replace(",", ""))
         print(f"{op:10s} {total / args.n:10.0f} instructions per op   ({dumps[0]})")
+        if args.breakdown:
+            plugin, ours = breakdown(dumps[0], args.n)
+            rest = total / args.n - plugin - ours
+            print(f"{'':10s}   plugin {plugin:8.0f}   ours {ours:8.0f}   Python+PyTorch {rest:8.0f}")
 
 
 if __name__ == "__main__":

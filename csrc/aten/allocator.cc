@@ -3,6 +3,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <optional>
 #include <vector>
 
 #include "aten/tpu_tensor.h"
@@ -137,8 +138,14 @@ at::Tensor empty_tpu(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) 
 
 at::Tensor empty_result(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                         int device) {
-  if (strides.empty()) return empty_tpu(sizes, dtype, device);
-  c10::DeviceGuard g(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device)));
+  // Usually the thread's device already: then no guard, whose virtual calls
+  // (twice per result) cost more than the rest of making the tensor.
+  std::optional<c10::DeviceGuard> g;
+  if (device != tls_device) g.emplace(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device)));
+  if (strides.empty())
+    return at::detail::empty_generic(sizes, tpu_allocator(),
+                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                     c10::MemoryFormat::Contiguous);
   return at::detail::empty_strided_generic(sizes, strides, tpu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }

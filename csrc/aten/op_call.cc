@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -19,17 +20,52 @@ using hlo::ElemType;
 
 namespace {
 
-// Appends the bytes of `v` to the key.
-template <typename T>
-void put(std::string& key, const T& v) {
+}  // namespace
+
+// Writes a program key into a std::string without a library call per field:
+// the string is grown ahead and written through a pointer, then trimmed by
+// done(). A key is some tens of fields; appending each cost ~30 instructions.
+class KeySink {
+ public:
+  // Writes from the start of `s`, grown to `ahead` bytes first.
+  KeySink(std::string& s, size_t ahead) : s_(s), n_(0) { s_.resize(ahead); }
+  // Inline by force: out of line, the call costs what the append does.
+  __attribute__((always_inline)) void push_back(char c) { *room(1) = c; }
+  __attribute__((always_inline)) void append(const char* p, size_t len) {
+    std::memcpy(room(len), p, len);
+  }
+  void append(const std::string& x) { append(x.data(), x.size()); }
+  void done() { s_.resize(n_); }
+
+ private:
+  __attribute__((always_inline)) char* room(size_t len) {
+    if (__builtin_expect(n_ + len > s_.size(), 0)) grow(len);
+    char* p = &s_[n_];
+    n_ += len;
+    return p;
+  }
+  __attribute__((noinline)) void grow(size_t len) {
+    s_.resize(std::max(n_ + len, 2 * s_.size() + 64));
+  }
+  std::string& s_;
+  size_t n_;
+};
+
+namespace {
+
+// Appends the bytes of `v` to the key (a std::string or a KeySink).
+template <typename K, typename T>
+void put(K& key, const T& v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
-void put_ints(std::string& key, c10::IntArrayRef v) {
+template <typename K>
+void put_ints(K& key, c10::IntArrayRef v) {
   put(key, static_cast<int64_t>(v.size()));
   key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
 }
 
-void put_ivalue(std::string& key, const c10::IValue& v) {
+template <typename K>
+void put_ivalue(K& key, const c10::IValue& v) {
   if (v.isNone()) {
     key.push_back('n');
   } else if (v.isInt()) {
@@ -154,14 +190,14 @@ TensorRef Call::tensor_ref(const at::Tensor& t, size_t i) {
       materialize_zeros(slot.get(), t.scalar_type());
     if (want_descs) r.layout = layout_of(t);
     r.input = slot_input(slot);
-    key.push_back('t');
-    put(key, static_cast<int8_t>(r.dtype));
-    put_ints(key, t.sizes());
-    put_ints(key, t.strides());
-    put(key, t.storage_offset());
-    put(key, r.input);
-    put(key, static_cast<int8_t>(inputs[r.input].type.elem));
-    put(key, inputs[r.input].type.dims[0]);
+    sink_->push_back('t');
+    put(*sink_, static_cast<int8_t>(r.dtype));
+    put_ints(*sink_, t.sizes());
+    put_ints(*sink_, t.strides());
+    put(*sink_, t.storage_offset());
+    put(*sink_, r.input);
+    put(*sink_, static_cast<int8_t>(inputs[r.input].type.elem));
+    put(*sink_, inputs[r.input].type.dims[0]);
     return r;
   }
   if (dev.is_cpu() && t.dim() == 0) {
@@ -174,8 +210,8 @@ TensorRef Call::tensor_ref(const at::Tensor& t, size_t i) {
     std::memcpy(in.bytes, t.const_data_ptr(), t.element_size());
     inputs.push_back(std::move(in));
     r.input = static_cast<int>(inputs.size()) - 1;
-    key.push_back(r.wrapped ? 'w' : 'h');
-    put(key, static_cast<int8_t>(r.dtype));
+    sink_->push_back(r.wrapped ? 'w' : 'h');
+    put(*sink_, static_cast<int8_t>(r.dtype));
     return r;
   }
   c10::Device ours(kTpu, static_cast<c10::DeviceIndex>(device < 0 ? current_device() : device));
@@ -203,8 +239,8 @@ int Call::scalar_input(const c10::Scalar& s) {
     std::memcpy(in.bytes, &v, 8);
   }
   inputs.push_back(std::move(in));
-  key.push_back('S');
-  put(key, static_cast<int8_t>(inputs.back().type.elem));
+  sink_->push_back('S');
+  put(*sink_, static_cast<int8_t>(inputs.back().type.elem));
   return static_cast<int>(inputs.size()) - 1;
 }
 
@@ -221,7 +257,16 @@ static hlo::Precision matmul_precision() {
 
 void Call::walk() {
   key.clear();
-  key.reserve(256);  // one allocation: a key is tens to a few hundred bytes
+  // One allocation (none once the thread's key is reused): a key is tens to a
+  // few hundred bytes.
+  KeySink sink(key, 256);
+  sink_ = &sink;
+  struct Done {  // the key trimmed to what was written, also when the walk throws
+    KeySink& k;
+    Call& c;
+    ~Done() { k.done(); c.sink_ = nullptr; }
+  } done{sink, *this};
+  KeySink& key = sink;  // every field below goes through the sink
   inputs.clear();
   inputs.reserve(nargs + 1);
   slot_index_.clear();

@@ -24,6 +24,8 @@
 
 namespace tpu::aten {
 
+class KeySink;  // op_call.cc: writes the program key during walk()
+
 // A program input of one call.
 struct Input {
   enum Kind { kSlot, kHost, kRng } kind = kSlot;
@@ -136,6 +138,7 @@ struct Call {
 
  private:
   ArgDesc scratch_;  // stands in for descs[i] when descriptors are not wanted
+  KeySink* sink_ = nullptr;  // the key being written, during walk()
   // Whether key and inputs borrowed the thread's spare capacity (see the constructor).
   bool borrowed_ = false;
   // Slot -> input, for calls with many inputs (see slot_input).
@@ -181,7 +184,7 @@ hlo::Value unless_failed(hlo::Builder& b, hlo::Value failed, hlo::Value before, 
 void draw_rng(Call& c, const Entry& e);
 // Pops the arguments and pushes the results: `fresh` holds one tensor per
 // kNew/kNone OutSpec, in order; aliasing returns push their argument.
-void push_results(Call& c, const Entry& e, const std::vector<at::Tensor>& fresh);
+void push_results(Call& c, const Entry& e, c10::ArrayRef<at::Tensor> fresh);
 std::string describe(Call& c);
 // The device buffer of a host value or RNG-state input (scalars cached by value).
 std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device);

@@ -2,6 +2,7 @@
 // views, the lowering itself, and writing mutated views back.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstring>
 
@@ -405,10 +406,10 @@ void draw_rng(Call& c, const Entry& e) {
   }
 }
 
-void push_results(Call& c, const Entry& e, const std::vector<at::Tensor>& fresh) {
+void push_results(Call& c, const Entry& e, c10::ArrayRef<at::Tensor> fresh) {
   // Results onto the stack: new tensors, or the arguments that returns alias.
   const auto& schema = c.op.schema();
-  std::vector<c10::IValue> rets;
+  c10::SmallVector<c10::IValue, 4> rets;
   size_t next = 0;
   const auto& returns = schema.returns();
   for (size_t r = 0; r < returns.size(); ++r) {

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <chrono>
 #include <cstring>
@@ -37,13 +38,16 @@ using hlo::ElemType;
 namespace {
 
 // Buffers for the call's inputs: storages' buffers (running pending work
-// first), then host values and RNG states uploaded.
-std::vector<std::shared_ptr<pjrt::Buffer>> input_buffers(Call& c) {
-  std::vector<std::shared_ptr<pjrt::Buffer>> bufs;
+// first), then host values and RNG states uploaded. Small vectors: a cached op
+// of a few inputs allocates no list for them.
+using InputBuffers = c10::SmallVector<std::shared_ptr<pjrt::Buffer>, 8>;
+void input_buffers(Call& c, InputBuffers& bufs, c10::SmallVector<pjrt::Buffer*, 8>& raw) {
   bufs.reserve(c.inputs.size());
-  for (auto& in : c.inputs)
+  raw.reserve(c.inputs.size());
+  for (auto& in : c.inputs) {
     bufs.push_back(in.kind == Input::kSlot ? in.slot->buffer() : host_input_buffer(in, c.device));
-  return bufs;
+    raw.push_back(bufs.back().get());
+  }
 }
 
 void run_strict(Call& c) {
@@ -65,11 +69,10 @@ void run_strict(Call& c) {
   const pjrt::Executable& exe = e->executable(c.info.name);
   engine::metrics().ops_executed++;
   draw_rng(c, *e);
-  auto bufs = input_buffers(c);
-  std::vector<pjrt::Buffer*> raw;
-  raw.reserve(bufs.size());
-  for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(exe, raw, c.device, e->origin);
+  InputBuffers bufs;
+  c10::SmallVector<pjrt::Buffer*, 8> raw;
+  input_buffers(c, bufs, raw);
+  auto outs = engine::launch(exe, raw.data(), raw.size(), c.device, e->origin);
   if (!e->checks.empty()) {
     engine::PendingChecks p;
     p.flags = outs.back();
@@ -82,7 +85,7 @@ void run_strict(Call& c) {
     if (engine::launch_blocking()) raise_device_check_failures(c.device);
   }
 
-  std::vector<at::Tensor> fresh;
+  c10::SmallVector<at::Tensor, 4> fresh;
   fresh.reserve(e->outs.size());
   size_t o = 0;  // program outputs skip kNone results
   for (const OutSpec& s : e->outs) {

@@ -5,9 +5,10 @@
 // a snapshot can be kept in the graph and dropped on any thread.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace tpu::aten {
 
@@ -19,13 +20,17 @@ class PyStack {
   // Empty on a thread without Python frames (autograd's backward workers) or
   // when capturing is switched off (TORCH_TPU_DEFER_STACKS=0).
   static PyStack capture();
-  bool empty() const { return frames_.empty(); }
+  bool empty() const { return count_ == 0; }
   // "  File \"train.py\", line 42, in step" lines, outermost first (as Python
   // prints tracebacks).
   std::string format() const;
 
  private:
-  std::vector<std::pair<const CodeSite*, int>> frames_;  // (code, instruction offset)
+  // (code, instruction offset), innermost first: a fixed array, so that
+  // capturing for every recorded op allocates nothing.
+  static constexpr size_t kMaxFrames = 4;
+  std::array<std::pair<const CodeSite*, int>, kMaxFrames> frames_{};
+  uint8_t count_ = 0;
 };
 
 }  // namespace tpu::aten

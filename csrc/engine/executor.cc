@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "engine/async_errors.h"
 #include "engine/disk_cache.h"
@@ -25,6 +26,7 @@ std::atomic<bool> g_blocking{false};
 // synchronize() and stream events, with who launched them (for the message of
 // an asynchronous failure). Pruned of finished ones as it grows so that it
 // stays small; a finished one that failed is noted (engine/async_errors.h).
+constexpr size_t kPruneAt = 256;  // tracked launches before finished ones are dropped
 struct Work {
   int device;
   std::shared_ptr<pjrt::Event> done;
@@ -32,7 +34,13 @@ struct Work {
 };
 struct InFlight {
   std::mutex mu;
-  std::vector<Work> events;
+  // Room up to the prune bound from the start (see track_event): the list is
+  // compacted in place, so it never reallocates in a steady loop.
+  std::vector<Work> events = [] {
+    std::vector<Work> v;
+    v.reserve(kPruneAt + 1);
+    return v;
+  }();
 };
 InFlight& in_flight() {
   static auto* f = new InFlight();
@@ -45,12 +53,18 @@ void note_if_failed(const Work& w) {
 }
 
 void prune_locked(InFlight& f) {
-  std::vector<Work> keep;
+  // In place, so that the list keeps its capacity: a fresh list regrown from
+  // empty after every prune was a reallocation every few launches.
+  size_t kept = 0;
   for (auto& e : f.events) {
-    if (!e.done->is_ready()) keep.push_back(std::move(e));
-    else note_if_failed(e);
+    if (!e.done->is_ready()) {
+      if (&f.events[kept] != &e) f.events[kept] = std::move(e);
+      ++kept;
+    } else {
+      note_if_failed(e);
+    }
   }
-  f.events.swap(keep);
+  f.events.erase(f.events.begin() + static_cast<std::ptrdiff_t>(kept), f.events.end());
 }
 }  // namespace
 
@@ -62,7 +76,7 @@ void track_event(int device, std::shared_ptr<pjrt::Event> ev,
                  std::shared_ptr<const LaunchOrigin> origin) {
   auto& f = in_flight();
   std::lock_guard<std::mutex> g(f.mu);
-  if (f.events.size() >= 256) prune_locked(f);
+  if (f.events.size() >= kPruneAt) prune_locked(f);
   f.events.push_back(Work{device, std::move(ev), std::move(origin)});
 }
 
@@ -87,12 +101,17 @@ void synchronize(int device) {
   {
     auto& f = in_flight();
     std::lock_guard<std::mutex> g(f.mu);
-    std::vector<Work> keep;
+    // Compacted in place: the list keeps its capacity for the next launches.
+    size_t kept = 0;
     for (auto& e : f.events) {
-      if (device < 0 || e.device == device) waiting.push_back(std::move(e));
-      else keep.push_back(std::move(e));
+      if (device < 0 || e.device == device) {
+        waiting.push_back(std::move(e));
+      } else {
+        if (&f.events[kept] != &e) f.events[kept] = std::move(e);
+        ++kept;
+      }
     }
-    f.events.swap(keep);
+    f.events.erase(f.events.begin() + static_cast<std::ptrdiff_t>(kept), f.events.end());
   }
   // Every piece of work is waited for (none is left running behind a
   // failure), then the first failure is raised, naming its launcher.
@@ -313,20 +332,32 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device,
                                                   std::shared_ptr<const LaunchOrigin> origin) {
+  return launch(exe, args.data(), args.size(), device, std::move(origin));
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
+                                                  pjrt::Buffer* const* args, size_t num_args,
+                                                  int device,
+                                                  std::shared_ptr<const LaunchOrigin> origin) {
   const std::string& what = origin->what;
   std::vector<std::shared_ptr<pjrt::Buffer>> out;
   // Declared before the guard so that it outlives the profiler's record of it;
   // built only under the profiler (a string per launch is measurable host time).
   std::string scope;
-  at::RecordFunction guard(at::RecordScope::USER_SCOPE);
-  const bool profiling = guard.isActive();
+  // A RecordFunction is made only when some callback wants USER_SCOPE records
+  // (as RECORD_FUNCTION does): constructing one per launch costs a few hundred
+  // instructions, a tenth of our share of a cached op.
+  std::optional<at::RecordFunction> guard;
+  if (auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE))
+    guard.emplace(std::move(*callbacks));
+  const bool profiling = guard.has_value() && guard->isActive();
   if (profiling) {
     scope = "tpu::program " + what;
-    guard.before(scope);
+    guard->before(scope);
   }
   try {
     std::shared_ptr<pjrt::Event> done;
-    out = exe.execute(args, device, {}, &done);
+    out = exe.execute(args, num_args, device, {}, &done);
     if (fail_execute_matches(*origin)) {
       // Fault injection (async_errors.h): the program's outputs are lost, as
       // a device fault would lose them, and its completion event carries the

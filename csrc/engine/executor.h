@@ -48,6 +48,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   const std::vector<pjrt::Buffer*>& args,
                                                   int device,
                                                   std::shared_ptr<const LaunchOrigin> origin);
+// The same with the arguments as `num_args` pointers at `args` (Strict Eager's
+// stack array of a few inputs: no list allocated per op).
+std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
+                                                  pjrt::Buffer* const* args, size_t num_args,
+                                                  int device,
+                                                  std::shared_ptr<const LaunchOrigin> origin);
 
 // Waits for every program launched so far on `device` (-1: all devices);
 // then raises the first asynchronous error (raise_async_failures).

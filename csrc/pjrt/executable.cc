@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "pjrt/internal.h"
+#include "pjrt/small_array.h"
 
 namespace tpu::pjrt {
 
@@ -84,19 +85,13 @@ const int64_t* all_indices(size_t n) {
 }
 }  // namespace
 
-std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffer*>& args,
+std::vector<std::shared_ptr<Buffer>> Executable::execute(Buffer* const* args, size_t num_args,
                                                          int device,
                                                          const std::vector<int64_t>& donate,
                                                          std::shared_ptr<Event>* done) const {
   const PJRT_Api* api = client_->api();
-  PJRT_Buffer* small[8];
-  std::vector<PJRT_Buffer*> many;
-  PJRT_Buffer** inputs = small;
-  if (args.size() > 8) {
-    many.resize(args.size());
-    inputs = many.data();
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
+  SmallArray<PJRT_Buffer*, 8> inputs(num_args, nullptr);
+  for (size_t i = 0; i < num_args; ++i) {
     if (args[i] == nullptr) {
       throw Error(PJRT_Error_Code_INVALID_ARGUMENT,
                   "execute: argument " + std::to_string(i) + " is null");
@@ -110,13 +105,13 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffe
   TPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
   options.launch_id = 0;
   if (donate.empty()) {
-    if (aliases_inputs_ && !args.empty()) {
-      options.non_donatable_input_indices = all_indices(args.size());
-      options.num_non_donatable_input_indices = args.size();
+    if (aliases_inputs_ && num_args > 0) {
+      options.non_donatable_input_indices = all_indices(num_args);
+      options.num_non_donatable_input_indices = num_args;
     }
   } else {
-    non_donatable.reserve(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
+    non_donatable.reserve(num_args);
+    for (size_t i = 0; i < num_args; ++i) {
       if (std::find(donate.begin(), donate.end(), static_cast<int64_t>(i)) == donate.end()) {
         non_donatable.push_back(static_cast<int64_t>(i));
       }
@@ -125,15 +120,9 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffe
     options.num_non_donatable_input_indices = non_donatable.size();
   }
 
-  PJRT_Buffer* few_outputs[8] = {nullptr};
-  std::vector<PJRT_Buffer*> many_outputs;
-  PJRT_Buffer** outputs = few_outputs;
-  if (num_outputs_ > 8) {
-    many_outputs.assign(num_outputs_, nullptr);
-    outputs = many_outputs.data();
-  }
-  PJRT_Buffer* const* argument_lists[1] = {inputs};
-  PJRT_Buffer** output_lists[1] = {outputs};
+  SmallArray<PJRT_Buffer*, 8> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* argument_lists[1] = {inputs.data()};
+  PJRT_Buffer** output_lists[1] = {outputs.data()};
   PJRT_Event* complete[1] = {nullptr};
 
   TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
@@ -141,7 +130,7 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffe
   exec.options = &options;
   exec.argument_lists = argument_lists;
   exec.num_devices = 1;
-  exec.num_args = args.size();
+  exec.num_args = num_args;
   exec.output_lists = output_lists;
   exec.device_complete_events = done != nullptr ? complete : nullptr;
   exec.execute_device = client_->raw_device(device);

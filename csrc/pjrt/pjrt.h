@@ -151,6 +151,13 @@ class Executable {
   // output for its ready event afterwards.
   std::vector<std::shared_ptr<Buffer>> execute(const std::vector<Buffer*>& args, int device,
                                                const std::vector<int64_t>& donate = {},
+                                               std::shared_ptr<Event>* done = nullptr) const {
+    return execute(args.data(), args.size(), device, donate, done);
+  }
+  // The same with the arguments as `num_args` pointers at `args` (a caller's
+  // stack array: a launch of a few inputs then allocates no list).
+  std::vector<std::shared_ptr<Buffer>> execute(Buffer* const* args, size_t num_args, int device,
+                                               const std::vector<int64_t>& donate = {},
                                                std::shared_ptr<Event>* done = nullptr) const;
   // Runs a program compiled with num_replicas = args.size() once on each of the
   // client's first args.size() devices (replica i on device i), all launched

@@ -15,6 +15,7 @@
 
 #include "../cpp_check.h"
 #include "pjrt/pjrt.h"
+#include "pjrt/small_array.h"
 
 using namespace tpu::pjrt;
 
@@ -92,6 +93,22 @@ const char* kBigDot = R"(module @m {
   }
 })";
 
+// n rank-0 inputs, n outputs (x_i + x_i): more than SmallArray's 8 stack
+// entries on both sides of execute().
+std::string many_in_out(int n) {
+  std::string args, types, body, rets;
+  for (int i = 0; i < n; ++i) {
+    std::string k = std::to_string(i), sep = i ? ", " : "";
+    args += sep + "%a" + k + ": tensor<f32>";
+    types += sep + "tensor<f32>";
+    body += "    %r" + k + " = \"stablehlo.add\"(%a" + k + ", %a" + k +
+            ") : (tensor<f32>, tensor<f32>) -> tensor<f32>\n";
+    rets += sep + "%r" + k;
+  }
+  return "module @m {\n  func.func public @main(" + args + ") -> (" + types + ") {\n" + body +
+         "    \"func.return\"(" + rets + ") : (" + types + ") -> ()\n  }\n}";
+}
+
 std::string hex(const std::string& bytes) {
   std::string out;
   char buf[4];
@@ -146,6 +163,24 @@ int main(int argc, char** argv) {
     CompileOptions ordinal0;
     ordinal0.device_ordinal = 0;
     CHECK(hex(ordinal0.serialize()) == "1a060800200128012001");
+  });
+
+  section("small array", [] {
+    SmallArray<int, 4> few(3, 7);
+    CHECK(few.size() == 3 && few.on_stack());
+    CHECK(few[0] == 7 && few[2] == 7);
+    few[1] = 5;
+    int sum = 0;
+    for (int v : few) sum += v;
+    CHECK(sum == 19);
+    SmallArray<int, 4> exact(4, 1);
+    CHECK(exact.on_stack() && exact.size() == 4);
+    SmallArray<int, 4> many(9, 2);
+    CHECK(many.size() == 9 && !many.on_stack());
+    many[8] = 3;
+    CHECK(many.data()[8] == 3 && many[0] == 2);
+    SmallArray<const char*, 2> none(0);
+    CHECK(none.size() == 0 && none.begin() == none.end());
   });
 
   section("plugin load errors", [] {
@@ -341,6 +376,28 @@ int main(int argc, char** argv) {
       CHECK(sq == 9.f && tw == 6.f);
       CHECK(out[0]->dims().empty());
     }
+  });
+
+  section("more than 8 inputs and outputs", [&] {
+    const int n = 11;
+    auto exe = client->compile(many_in_out(n));
+    CHECK(exe->num_outputs() == static_cast<size_t>(n));
+    std::vector<std::shared_ptr<Buffer>> held;
+    std::vector<Buffer*> args;
+    for (int i = 0; i < n; ++i) {
+      float x = static_cast<float>(i) + 0.5f;
+      held.push_back(client->buffer_from_host(&x, PJRT_Buffer_Type_F32, {}, 0));
+      args.push_back(held.back().get());
+    }
+    auto out = exe->execute(args, 0);
+    CHECK(out.size() == static_cast<size_t>(n));
+    bool all = out.size() == static_cast<size_t>(n);
+    for (size_t i = 0; all && i < out.size(); ++i) {
+      float y = 0;
+      out[i]->to_host(&y, 4);
+      all = y == 2.f * (static_cast<float>(i) + 0.5f);
+    }
+    CHECK(all);
   });
 
   section("compile errors", [&] {
