@@ -25,11 +25,16 @@
 // A key the host keeps running (a fixed shape that keeps missing) is compiled
 // once its host time adds up to this process's mean compile time.
 //
+// A result takes the layout the compiled program would give it (the kernel's
+// strides when they are a dense permutation, else row-major; op_emit.cc).
+//
 // Counted in metrics().host_tier_ops, not with the CPU fallback (an op that
-// has no lowering). Strict Eager only: in Defer & Fuse each host op would have
-// to run its pending inputs first and cut the fused step in pieces (measured:
-// warm decoding 10x slower), and inside a torch.compile capture it would split
-// the graph.
+// has no lowering). Strict Eager runs it per call, here. Defer & Fuse never
+// runs it at record time (each host op would have to run its pending inputs
+// first and cut the fused step in pieces: warm decoding measured 10x slower);
+// instead a whole trace whose shapes keep changing runs node by node at its
+// flush, its tiny integer nodes on the host under the same conditions
+// (trace_by_node.h). Inside a torch.compile capture it would split the graph.
 #pragma once
 
 #include <ATen/core/Tensor.h>
