@@ -10,7 +10,8 @@ pytestmark = pytest.mark.strict_only
 
 def _m():
     m = torch_tpu.debug.metrics()
-    return m["programs_compiled"], m["host_tier_ops"], m["cpu_fallback_ops"]
+    # A compile-cache disk hit (a program compiled by an earlier test) stands for a compile.
+    return m["programs_compiled"] + m.get("disk_hits", 0), m["host_tier_ops"], m["cpu_fallback_ops"]
 
 
 def test_growing_int_cat_compiles_at_most_twice_then_runs_on_host():
