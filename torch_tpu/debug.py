@@ -24,6 +24,8 @@ def metrics():
     m["largest_fused_graph"] = d["largest_graph"]
     m["fused_cache_hits"] = d["fused_cache_hits"]
     m["fused_cache_misses"] = d["fused_cache_misses"]
+    m["fused_graphs_run_by_node"] = d["graphs_run_by_node"]
+    m["fused_graph_nodes_run_by_node"] = d["nodes_run_by_node"]
     return m
 
 
@@ -79,6 +81,9 @@ def report():
         for reason, n in sorted(mats.items(), key=lambda kv: -kv[1]):
             lines.append(f"    {reason}: {n}")
     lines.append(f"  host-tier ops       {m['host_tier_ops']}")
+    if m["fused_graphs_run_by_node"]:
+        lines.append(f"  run node by node    {m['fused_graphs_run_by_node']} graphs whose shapes keep "
+                     f"changing ({m['fused_graph_nodes_run_by_node']} ops), not compiled")
     lines.append(f"  CPU-fallback ops    {m['cpu_fallback_ops']}")
     sites = m.get("cpu_fallback_sites", {})
     for name, n in sorted(m["cpu_fallback_counts"].items(), key=lambda kv: -kv[1]):

@@ -30,6 +30,7 @@
 #include "aten/op_kernel.h"
 #include "aten/python_stack.h"
 #include "aten/trace.h"
+#include "aten/trace_by_node.h"
 #include "aten/tpu_tensor.h"
 #include "engine/device_checks.h"
 #include "engine/executor.h"
@@ -306,6 +307,18 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   bool compiled = false;
   double compile_seconds = 0;
   std::shared_ptr<FusedProgram> prog = fused_cache().find(key);
+  // A miss whose shapes keep changing runs node by node instead of compiling a
+  // program that would never run again (trace_by_node.h). Only on a miss: a hit
+  // costs nothing more. A compiled trace's capture (info) must become a program.
+  if (!prog && !info && run_trace_by_node(g, key, outputs, device)) {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.s.graphs_run_by_node++;
+    st.s.nodes_run_by_node += g.nodes.size();
+    st.s.materializations[reason]++;
+    g.runs++;
+    return;
+  }
   if (!prog) {
     compiled = true;
     prog = std::make_shared<FusedProgram>();
@@ -612,7 +625,10 @@ void set_max_graph_nodes(size_t n) { g_max_nodes = n < 1 ? 1 : n; }
 
 size_t max_graph_nodes() { return g_max_nodes.load(); }
 
-void clear_fused_cache() { fused_cache(true).clear(), fused_cache(false).clear(); }
+void clear_fused_cache() {
+  fused_cache(true).clear(), fused_cache(false).clear();
+  clear_trace_sightings();  // a first sighting compiles again, as after any clear
+}
 
 void install_flush_hook() { engine::set_flush_hook(&flush_hook); }
 

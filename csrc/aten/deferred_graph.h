@@ -44,6 +44,9 @@ struct DeferredStats {
   uint64_t largest_graph = 0;
   uint64_t fused_cache_hits = 0;
   uint64_t fused_cache_misses = 0;
+  // Traces whose shapes keep changing, run node by node (trace_by_node.h), and their nodes.
+  uint64_t graphs_run_by_node = 0;
+  uint64_t nodes_run_by_node = 0;
   std::map<std::string, uint64_t> materializations;  // reason -> count
 };
 DeferredStats deferred_stats();

@@ -22,6 +22,7 @@
 #include "engine/host_alias.h"
 #include "engine/metrics.h"
 #include "engine/transfer.h"
+#include "engine/view_io.h"
 
 namespace tpu::aten {
 
@@ -109,13 +110,6 @@ Seen& seen() {
   return *s;
 }
 constexpr size_t kMaxSignatures = 4096;
-
-// What a compile costs: this process's mean so far, 0.1 s before any (about a
-// single-op program on the CPU plugin).
-uint64_t compile_price_ns() {
-  uint64_t n = engine::metrics().programs_compiled.load();
-  return n ? engine::metrics().compile_ns.load() / n : 100'000'000;
-}
 
 struct Decision {
   bool host = false;
@@ -225,15 +219,9 @@ struct HostCall {
       if (h.slot == slot) return h;
     HostStorage h;
     h.slot = slot;
-    h.flat = at::empty({slot->length()}, at::TensorOptions().dtype(t.scalar_type()));
-    if (h.flat.numel() > 0) {
-      std::shared_ptr<pjrt::Buffer> buf = slot->buffer();
-      // In place where the plugin keeps device memory in host memory: no
-      // transfer and its thread hop. Both wait for the program writing it.
-      pjrt::HostView view = engine::readable_host_view(*buf, h.flat.nbytes());
-      if (view.data) std::memcpy(h.flat.data_ptr(), view.data, h.flat.nbytes());
-      else engine::download(*buf, h.flat.data_ptr(), h.flat.nbytes());
-    }
+    int64_t length = slot->length();
+    h.flat = length > 0 ? host_copy(*slot->buffer(), t.scalar_type(), length)
+                        : at::empty({0}, at::TensorOptions().dtype(t.scalar_type()));
     storages.push_back(std::move(h));
     return storages.back();
   }
@@ -287,16 +275,44 @@ void clear_host_tier_signatures() {
   s.sightings.clear();
 }
 
-namespace {
+uint64_t compile_price_ns() {
+  uint64_t n = engine::metrics().programs_compiled.load();
+  return n ? engine::metrics().compile_ns.load() / n : 100'000'000;
+}
 
-// A host tensor's bytes as a device buffer, aliasing its memory where the
-// plugin can: nobody writes `t` again (it is ours, and dropped after this).
-std::shared_ptr<pjrt::Buffer> upload_tensor(const at::Tensor& t, int device) {
+at::Tensor host_copy(const pjrt::Buffer& buf, c10::ScalarType dtype, int64_t length) {
+  at::Tensor flat = at::empty({length}, at::TensorOptions().dtype(dtype));
+  if (flat.numel() == 0) return flat;
+  // In place where the plugin keeps device memory in host memory: no transfer
+  // and its thread hop. Both wait for the program writing it.
+  pjrt::HostView view = engine::readable_host_view(buf, flat.nbytes());
+  if (view.data) std::memcpy(flat.data_ptr(), view.data, flat.nbytes());
+  else engine::download(buf, flat.data_ptr(), flat.nbytes());
+  return flat;
+}
+
+std::shared_ptr<pjrt::Buffer> upload_host(const at::Tensor& t, int device) {
   return engine::upload_aliasing(t.const_data_ptr(), lower::to_elem(t.scalar_type()), {t.numel()},
                                  device, std::make_shared<c10::Storage>(t.storage()));
 }
 
-}  // namespace
+std::vector<int64_t> result_strides(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  std::vector<int64_t> sz = sizes.vec(), st = strides.vec(), order;
+  if (!engine::dense_order(sz, st, &order)) return {};
+  for (size_t d = 0; d < order.size(); ++d)
+    if (sz[order[d]] != 1 && order[d] != static_cast<int64_t>(d)) return st;
+  return {};  // row-major already (size-1 dimensions aside)
+}
+
+at::Tensor in_layout(const at::Tensor& t, const std::vector<int64_t>& strides) {
+  if (strides.empty()) return t.contiguous();
+  if (t.strides() == c10::IntArrayRef(strides) && t.storage_offset() == 0 &&
+      t.storage().nbytes() == t.nbytes())
+    return t;
+  at::Tensor d = at::empty_strided(t.sizes(), strides, t.options());
+  d.copy_(t);
+  return d;
+}
 
 bool run_on_host_tier(Call& c) {
   // A torch.compile graph being captured must stay one program that its later
@@ -346,13 +362,18 @@ bool run_on_host_tier(Call& c) {
     // A pending trace that read this storage runs first: its later nodes must
     // not read the old buffer it took as a parameter.
     flush_if_uses(s.slot.get(), "host tier write");
-    s.slot->set_buffer(upload_tensor(s.flat, c.device), lower::to_elem(s.flat.scalar_type()));
+    s.slot->set_buffer(upload_host(s.flat, c.device), lower::to_elem(s.flat.scalar_type()));
   }
   auto to_device = [&](const at::Tensor& t) {
     if (!t.defined()) return t;
     if (t.numel() == 0) return empty_tpu(t.sizes(), t.scalar_type(), c.device);
-    // Fresh tpu results are contiguous, as compiled ones are.
-    return wrap_buffer(upload_tensor(t.contiguous(), c.device), t.scalar_type(), t.sizes(), c.device);
+    // The layout a compiled program would give it: the CPU kernel's strides
+    // are its meta kernel's, kept when they are a dense permutation.
+    std::vector<int64_t> strides = result_strides(t.sizes(), t.strides());
+    at::Tensor r = empty_result(t.sizes(), strides, t.scalar_type(), c.device);
+    slot_of(r)->set_buffer(upload_host(in_layout(t, strides), c.device),
+                           lower::to_elem(t.scalar_type()));
+    return r;
   };
   std::vector<c10::IValue> rets;
   rets.reserve(returns.size());

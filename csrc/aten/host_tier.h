@@ -25,14 +25,23 @@
 // A key the host keeps running (a fixed shape that keeps missing) is compiled
 // once its host time adds up to this process's mean compile time.
 //
+// A result takes the layout the compiled program would give it (the kernel's
+// strides when they are a dense permutation, else row-major; op_emit.cc).
+//
 // Counted in metrics().host_tier_ops, not with the CPU fallback (an op that
-// has no lowering). Strict Eager only: in Defer & Fuse each host op would have
-// to run its pending inputs first and cut the fused step in pieces (measured:
-// warm decoding 10x slower), and inside a torch.compile capture it would split
-// the graph.
+// has no lowering). Strict Eager runs it per call, here. Defer & Fuse never
+// runs it at record time (each host op would have to run its pending inputs
+// first and cut the fused step in pieces: warm decoding measured 10x slower);
+// instead a whole trace whose shapes keep changing runs node by node at its
+// flush, its tiny integer nodes on the host under the same conditions
+// (trace_by_node.h). Inside a torch.compile capture it would split the graph.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "aten/op_call.h"
 
@@ -54,6 +63,27 @@ bool run_on_host_tier(Call& c);
 // whatever its shape, runs the lowering (torch_tpu.debug.host_tier).
 void set_host_tier_enabled(bool on);
 bool host_tier_enabled();
+
+// What a compile costs: this process's mean so far, 0.1 s before any (about a
+// single-op program on the CPU plugin). A key the host keeps running buys its
+// program once its host time reaches this.
+uint64_t compile_price_ns();
+
+// Shared by the host tier and Defer & Fuse's node-by-node runs (trace_by_node.h):
+// A device buffer's `length` elements as a flat CPU tensor of `dtype` (read in
+// place where the plugin keeps device memory in host memory).
+at::Tensor host_copy(const pjrt::Buffer& buf, c10::ScalarType dtype, int64_t length);
+// A dense host tensor's elements as a device buffer, aliasing its memory where the
+// plugin can (nobody writes `t` again).
+std::shared_ptr<pjrt::Buffer> upload_host(const at::Tensor& t, int device);
+// The strides a compiled program gives a new result of these sizes whose
+// kernel (meta or CPU) laid it out with `strides` (op_emit.cc, to_meta_layout):
+// those strides when they are a dense permutation of another order, else
+// empty (row-major).
+std::vector<int64_t> result_strides(c10::IntArrayRef sizes, c10::IntArrayRef strides);
+// `t` laid out with `strides` (empty: row-major), densely from element 0: its
+// data is the storage of a result with that layout.
+at::Tensor in_layout(const at::Tensor& t, const std::vector<int64_t>& strides);
 
 // Forgets which signatures have missed (after the program cache is cleared a
 // first sighting compiles again).

@@ -198,8 +198,9 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto t0 = std::chrono::steady_clock::now();
       c.deferred = true;
       prepare(c);
-      // Not the host tier: in this mode its flushes cut the fused step in pieces
-      // (measured: warm decoding 10x slower), see docs/huggingface.md.
+      // Not the host tier: in this mode its flushes would cut the fused step in
+      // pieces; a trace whose shapes keep changing runs node by node at its
+      // flush instead (trace_by_node.h).
       record_deferred(c, entry_for(c));
       // steady_clock is a vDSO read (tens of ns): cheap enough to keep always on.
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -45,6 +45,8 @@ void bind_modes(py::module& m) {
     d["largest_graph"] = s.largest_graph;
     d["fused_cache_hits"] = s.fused_cache_hits;
     d["fused_cache_misses"] = s.fused_cache_misses;
+    d["graphs_run_by_node"] = s.graphs_run_by_node;
+    d["nodes_run_by_node"] = s.nodes_run_by_node;
     py::dict reasons;
     for (const auto& [k, v] : s.materializations) reasons[py::str(k)] = v;
     d["materializations"] = reasons;

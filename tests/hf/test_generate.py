@@ -124,6 +124,7 @@ def test_static_cache_generate_compiles_nothing_after_the_second_token(models):
     decoded token, and the tokens are the CPU's."""
     cpu, tpu = models
     torch._dynamo.reset()
+    torch_tpu.debug.clear_program_cache()
     compiled = []
 
     class Record(transformers.LogitsProcessor):
@@ -136,6 +137,47 @@ def test_static_cache_generate_compiles_nothing_after_the_second_token(models):
                     logits_processor=[Record()])
     assert torch.equal(got.cpu(), want)
     assert compiled[2:] == [compiled[1]] * (NEW - 2), compiled
+
+
+def test_defer_and_fuse_static_cache_generate_compiles_nothing_after_the_third_token(models):
+    """Defer & Fuse: each token's pending trace of the eager loop has new shapes, so its
+    fused key misses every token; from its second sighting on it runs node by node
+    (csrc/aten/trace_by_node.h: its tiny integer nodes on the host, the others through
+    their single-op programs, compiled once) instead of compiling a fused program per
+    token. The loop's second trace first appears at the second token, so the last
+    single-op programs compile at the third; after it nothing compiles but, at the last
+    step, one fused program: there the inputs reach the static cache's length and the
+    loop records a different trace (a first sighting compiles, as for any new code).
+    Tokens are the CPU's."""
+    cpu, tpu = models
+    torch._dynamo.reset()
+    torch_tpu.debug.clear_program_cache()
+    torch_tpu._C._clear_fused_cache()
+    compiled, by_node = [], []
+
+    class Record(transformers.LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            m = torch_tpu.debug.metrics()
+            compiled.append(m["programs_compiled"])
+            by_node.append(m["fused_graphs_run_by_node"])
+            return scores
+
+    ids, mask = _batch()
+    new = 12
+    kw = dict(max_new_tokens=new, eos_token_id=None, do_sample=False, cache_implementation="static")
+    with torch.no_grad():
+        want = cpu.generate(input_ids=ids, attention_mask=mask, **kw)
+        torch_tpu.set_execution_mode("defer_and_fuse")
+        try:
+            got = tpu.generate(input_ids=ids.to("tpu"), attention_mask=mask.to("tpu"),
+                               logits_processor=[Record()], **kw)
+        finally:
+            torch_tpu.set_execution_mode("strict_eager")
+    assert torch.equal(got.cpu(), want)
+    assert len(compiled) == new
+    assert compiled[3:-1] == [compiled[2]] * (new - 4), compiled
+    assert compiled[-1] - compiled[-2] <= 1, compiled
+    assert by_node[-2] - by_node[2] >= 2 * (new - 4), by_node  # two traces a token
 
 
 def test_compiled_static_cache_sampling_is_reproducible(models):

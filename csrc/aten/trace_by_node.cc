@@ -1,0 +1,346 @@
+// Runs a shape-volatile trace node by node (see trace_by_node.h).
+#include "aten/trace_by_node.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include "aten/deferred_graph.h"
+#include "aten/host_tier.h"
+#include "aten/op_kernel.h"
+#include "engine/device_checks.h"
+#include "engine/executor.h"
+#include "engine/metrics.h"
+#include "engine/transfer.h"
+
+namespace tpu::aten {
+
+namespace {
+
+using Buffers = std::vector<std::shared_ptr<pjrt::Buffer>>;
+
+template <typename T>
+void put(std::string& s, const T& v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+void put_ref(std::string& s, const TensorRef& r) {
+  put(s, r.defined);
+  put(s, static_cast<int8_t>(r.dtype));
+  put(s, r.host_scalar);
+  put(s, r.input);
+  put(s, r.layout.sizes.size());
+}
+
+// The trace without its sizes: per node the op, its arguments' kinds, dtypes,
+// ranks and structural values (an int list by its length: usually a shape), and
+// where each input comes from and each output goes; then the outputs.
+std::string structure(const Trace& g, const std::vector<int>& outputs) {
+  std::string s;
+  for (const Node& n : g.nodes) {
+    put(s, static_cast<const void*>(&n.rec.op.schema()));
+    for (const ArgDesc& d : n.rec.descs) {
+      s.push_back(static_cast<char>('a' + d.kind));
+      if (d.kind == lower::Arg::kTensor) {
+        put_ref(s, d.t);
+      } else if (d.kind == lower::Arg::kTensorList) {
+        put(s, d.list.size());
+        for (const TensorRef& r : d.list) put_ref(s, r);
+      } else if (d.kind == lower::Arg::kOther) {
+        if (d.value.isIntList()) {
+          s.push_back('l');
+          put(s, d.value.toIntList().size());
+        } else {
+          std::ostringstream os;
+          os << d.value;
+          s.append(os.str());
+          s.push_back('\0');
+        }
+      }
+    }
+    for (const NodeInput& i : n.ins) put(s, i.internal ? i.id : -1 - i.id);
+    s.push_back('>');
+    for (int id : n.outs) put(s, id);
+  }
+  s.push_back('|');
+  for (int id : outputs) put(s, id);
+  return s;
+}
+
+// Structure -> the hash of its first fused key to miss, whether another has
+// missed since, and the node-by-node time spent on each key. Bounded: past the
+// bound it starts over (a forgotten structure compiles its next key once).
+struct Sighting {
+  size_t first_key = 0;
+  bool changed = false;
+  std::unordered_map<size_t, uint64_t> ns;
+};
+struct Seen {
+  std::mutex mu;
+  std::unordered_map<std::string, Sighting> sightings;
+  // Host time of the nodes the host ran, per Entry (a key that keeps running
+  // there buys its single-op program).
+  std::unordered_map<const Entry*, uint64_t> host_ns;
+};
+Seen& seen() {
+  static auto* s = new Seen();
+  return *s;
+}
+constexpr size_t kMaxSightings = 1024;
+
+bool exact(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
+
+bool exact_ref(const Node& n, const TensorRef& r) {
+  if (!r.defined) return true;
+  if (!exact(r.dtype)) return false;
+  // A dtype view of its storage: the host copy would be of the wrong type.
+  return r.host_scalar || n.rec.input_types[r.input].elem == lower::to_elem(r.dtype);
+}
+
+// Whether node `n` may run on the host as far as its record tells (the host
+// tier's conditions; its results are checked after the CPU kernel ran).
+bool host_candidate(const Node& n) {
+  const OpInfo& info = *n.rec.info;
+  if (info.lowering->needs_rng || n.entry->has_executable()) return false;
+  for (const auto& r : n.rec.op.schema().returns())
+    if (r.alias_info() && !r.alias_info()->isWrite()) return false;  // a view
+  int64_t bytes = 0;
+  for (const OutSpec& s : n.entry->outs) {
+    if (s.kind != OutSpec::kNew) continue;
+    if (!exact(s.dtype)) return false;
+    int64_t numel = 1;
+    for (int64_t d : s.sizes) numel *= d;
+    bytes += numel * static_cast<int64_t>(c10::elementSize(s.dtype));
+  }
+  for (const auto& t : n.rec.input_types)
+    if (!t.dims.empty()) bytes += t.dims[0] * static_cast<int64_t>(engine::elem_size(t.elem));
+  if (bytes > kHostTierMaxBytes) return false;
+  for (const ArgDesc& d : n.rec.descs) {
+    switch (d.kind) {
+      case lower::Arg::kTensor:
+        if (!exact_ref(n, d.t)) return false;
+        break;
+      case lower::Arg::kTensorList:
+        for (const TensorRef& r : d.list)
+          if (!exact_ref(n, r)) return false;
+        break;
+      case lower::Arg::kScalar:
+        if (!d.value.isInt() && !d.value.isBool() &&
+            !(d.value.isScalar() &&
+              (d.value.toScalar().isIntegral(false) || d.value.toScalar().isBoolean())))
+          return false;
+        break;
+      case lower::Arg::kScalarList:
+        for (const c10::IValue& e : d.value.toListRef())
+          if (!e.isInt() && !e.isBool()) return false;
+        break;
+      case lower::Arg::kOther:
+        // A factory's device (its CPU kernel would allocate on tpu), a generator.
+        if (d.value.isDevice() || d.value.isGenerator()) return false;
+        break;
+      default:
+        break;
+    }
+  }
+  std::lock_guard<std::mutex> g(seen().mu);
+  auto it = seen().host_ns.find(n.entry.get());
+  return it == seen().host_ns.end() || it->second < compile_price_ns();
+}
+
+// Node `n` with PyTorch's CPU kernel on host copies of its input buffers `in`;
+// its program outputs (new results, then rewritten storages, as the single-op
+// program gives them) into `outs`. False, having changed nothing, when the CPU
+// kernel raises or its results are not what the Entry says.
+bool run_on_host(const Trace& g, const Node& n, const Buffers& in, int device, Buffers* outs) {
+  const auto& schema = n.rec.op.schema();
+  std::vector<at::Tensor> flats(in.size());
+  std::vector<bool> written(in.size(), false);
+  struct Written {
+    at::Tensor view;
+    const TensorRef* ref;
+  };
+  std::vector<Written> views;  // the CPU kernel must write them in place
+  auto host_tensor = [&](const TensorRef& r, bool write) -> at::Tensor {
+    if (!r.defined) return at::Tensor();
+    if (r.host_scalar) {
+      at::Tensor t = at::empty({}, at::TensorOptions().dtype(r.dtype));
+      std::memcpy(t.data_ptr(), g.params[n.ins[r.input].id].host.bytes, t.element_size());
+      if (r.wrapped) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+      return t;
+    }
+    at::Tensor& flat = flats[r.input];
+    if (!flat.defined()) flat = host_copy(*in[r.input], r.dtype, n.rec.input_types[r.input].dims[0]);
+    at::Tensor v = flat.as_strided(r.layout.sizes, r.layout.strides, r.layout.offset);
+    if (write) written[r.input] = true, views.push_back(Written{v, &r});
+    return v;
+  };
+  torch::jit::Stack cpu;
+  cpu.reserve(n.rec.descs.size());
+  for (size_t i = 0; i < n.rec.descs.size(); ++i) {
+    const ArgDesc& d = n.rec.descs[i];
+    const c10::AliasInfo* ai = schema.arguments()[i].alias_info();
+    bool write = ai && ai->isWrite();
+    if (d.kind == lower::Arg::kTensor) {
+      cpu.emplace_back(host_tensor(d.t, write));
+    } else if (d.kind == lower::Arg::kTensorList &&
+               n.rec.info->arg_class[i] == ArgClass::kOptTensorList) {
+      c10::List<std::optional<at::Tensor>> l;
+      for (const TensorRef& r : d.list)
+        l.push_back(r.defined ? std::optional<at::Tensor>(host_tensor(r, write)) : std::nullopt);
+      cpu.emplace_back(l);
+    } else if (d.kind == lower::Arg::kTensorList) {
+      c10::List<at::Tensor> l;
+      for (const TensorRef& r : d.list) l.push_back(host_tensor(r, write));
+      cpu.emplace_back(l);
+    } else {
+      cpu.push_back(d.value);  // None, the scalar as recorded, structural values
+    }
+  }
+  try {
+    n.rec.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const std::exception&) {
+    return false;  // its single-op program runs it and reports as it always has
+  }
+  for (const Written& w : views) {
+    const engine::ViewLayout& l = w.ref->layout;
+    if (w.view.sizes() != c10::IntArrayRef(l.sizes) || w.view.strides() != c10::IntArrayRef(l.strides) ||
+        w.view.storage_offset() != l.offset || !w.view.storage().is_alias_of(flats[w.ref->input].storage()))
+      return false;
+  }
+  // New results, flattened in return order, against the Entry's kNew/kNone specs.
+  std::vector<at::Tensor> fresh;
+  const auto& returns = schema.returns();
+  if (cpu.size() != returns.size()) return false;
+  for (size_t r = 0; r < returns.size(); ++r) {
+    if (returns[r].alias_info()) continue;
+    if (cpu[r].isTensor()) fresh.push_back(cpu[r].toTensor());
+    else if (cpu[r].isTensorList())
+      for (const at::Tensor& t : cpu[r].toTensorList().vec()) fresh.push_back(t);
+    else return false;
+  }
+  Buffers res;
+  size_t f = 0;
+  for (const OutSpec& s : n.entry->outs) {
+    if (s.kind == OutSpec::kWrite) {
+      if (!written[s.input] || flats[s.input].scalar_type() == c10::ScalarType::Undefined ||
+          lower::to_elem(flats[s.input].scalar_type()) != s.elem)
+        return false;
+      res.push_back(upload_host(flats[s.input], device));
+      continue;
+    }
+    if (f >= fresh.size()) return false;
+    const at::Tensor& t = fresh[f++];
+    if (s.kind == OutSpec::kNone) continue;
+    if (!t.defined() || t.scalar_type() != s.dtype || t.sizes() != c10::IntArrayRef(s.sizes))
+      return false;
+    res.push_back(upload_host(in_layout(t, s.strides), device));
+  }
+  if (f != fresh.size()) return false;
+  *outs = std::move(res);
+  return true;
+}
+
+// Launches node `n`'s single-op program (compiling it on first use), as Strict Eager does.
+Buffers launch_node(const Node& n, const Buffers& in, int device) {
+  const pjrt::Executable& exe = n.entry->executable(n.rec.info->name);
+  std::vector<pjrt::Buffer*> raw;
+  raw.reserve(in.size());
+  for (const auto& b : in) raw.push_back(b.get());
+  Buffers outs = engine::launch(exe, raw, device, n.entry->origin);
+  if (!n.entry->checks.empty()) {
+    engine::PendingChecks p;
+    p.flags = outs.back();
+    for (const auto& s : n.entry->checks) p.specs.push_back(&s);
+    p.keep = n.entry;
+    std::string name = n.rec.info->name;
+    p.where = [name](size_t) { return name + " (a node of a Defer & Fuse graph run node by node)"; };
+    p.device = device;
+    engine::add_pending_checks(std::move(p));
+  }
+  return outs;
+}
+
+uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
+
+bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>& outputs, int device) {
+  if (g.unbounded || !host_tier_enabled() || g.nodes.size() > kMaxNodes) return false;
+  const size_t k = std::hash<std::string>()(key);
+  std::string sig = structure(g, outputs);
+  Seen& s = seen();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.sightings.find(sig);
+    if (it == s.sightings.end()) {
+      if (s.sightings.size() >= kMaxSightings) s.sightings.clear();
+      s.sightings.emplace(sig, Sighting{k, false, {}});
+      return false;  // a first sighting compiles as always
+    }
+    Sighting& st = it->second;
+    st.changed |= st.first_key != k;
+    if (!st.changed) return false;  // the one key missed again (evicted, cleared)
+    if (st.ns.size() >= kMaxSightings) st.ns.clear();
+    if (st.ns[k] >= compile_price_ns()) return false;  // it keeps coming back: fuse it
+  }
+  std::vector<bool> host(g.nodes.size());
+  size_t new_programs = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    host[i] = host_candidate(g.nodes[i]);
+    new_programs += !host[i] && !g.nodes[i].entry->has_executable();
+  }
+  if (new_programs > kMaxNewPrograms) return false;
+
+  auto t0 = std::chrono::steady_clock::now();
+  Buffers params;
+  params.reserve(g.params.size());
+  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  Buffers cur(g.slots.size());
+  uint64_t host_nodes = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    Buffers in;
+    in.reserve(n.ins.size());
+    for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
+    Buffers outs;
+    auto h0 = std::chrono::steady_clock::now();
+    if (host[i] && run_on_host(g, n, in, device, &outs)) {
+      ++host_nodes;
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.host_ns.size() >= 4 * kMaxSightings) s.host_ns.clear();
+      s.host_ns[n.entry.get()] += ns_since(h0);
+    } else {
+      outs = launch_node(n, in, device);
+    }
+    TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
+                " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
+    for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+  }
+  for (int id : outputs) {
+    auto& slot = g.slots[id].slot;
+    slot->fulfil(cur[id], slot->raw_elem());
+  }
+  engine::metrics().host_tier_ops += host_nodes;
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.sightings.find(sig);
+  if (it != s.sightings.end()) it->second.ns[k] += ns_since(t0);
+  return true;
+}
+
+void clear_trace_sightings() {
+  Seen& s = seen();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.sightings.clear();
+  s.host_ns.clear();
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,104 @@
+"""Defer & Fuse runs a trace whose shapes keep changing node by node instead of
+compiling a fused program per shape (csrc/aten/trace_by_node.h); stable traces still
+compile one fused program and hit it."""
+import pytest
+import torch
+import torch_tpu
+
+pytestmark = pytest.mark.strict_only  # each test picks its mode itself
+
+
+def _compiled():
+    m = torch_tpu.debug.metrics()  # a compile-cache disk hit stands for a compile
+    return m["programs_compiled"] + m.get("disk_hits", 0)
+
+
+def _by_node():
+    return torch_tpu._C._deferred_stats()["graphs_run_by_node"]
+
+
+def _fresh():
+    torch_tpu.debug.clear_program_cache()
+    torch_tpu._C._clear_fused_cache()
+
+
+def _step(w, x):
+    """A float reduction (stable shape), its argmax, and a column cat (growing)."""
+    y = (w * 2 + 1).sum(0)
+    nxt = y.argmax().reshape(1, 1) + x[:, -1:]
+    return torch.cat([x, nxt], dim=1)
+
+
+def test_growing_trace_compiles_nothing_after_the_second_step():
+    _fresh()
+    w_c = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    x_c = torch.arange(3).reshape(1, 3)
+    w, x = w_c.to("tpu"), x_c.to("tpu")
+    compiles, hosts = [], []
+    b0 = _by_node()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(8):
+            c0, h0 = _compiled(), torch_tpu.debug.metrics()["host_tier_ops"]
+            x = _step(w, x)
+            got = x.cpu()  # the flush
+            compiles.append(_compiled() - c0)
+            hosts.append(torch_tpu.debug.metrics()["host_tier_ops"] - h0)
+            x_c = _step(w_c, x_c)
+            assert torch.equal(got, x_c)
+    assert compiles[0] == 1 and compiles[2:] == [0] * 6, compiles
+    assert _by_node() - b0 == 7
+    assert all(h >= 1 for h in hosts[1:]), hosts  # the cat ran on the host
+
+
+def test_stable_trace_is_one_fused_program():
+    _fresh()
+    w_c = torch.randn(4, 5, generator=torch.Generator().manual_seed(1))
+    x_c = torch.arange(3).reshape(1, 3)
+    w, x = w_c.to("tpu"), x_c.to("tpu")
+    s0, b0 = torch_tpu._C._deferred_stats(), _by_node()
+    compiles = []
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(6):
+            c0 = _compiled()
+            x = (w * 2 + 1).sum(0)[:3].argsort().reshape(1, 3) + x
+            got = x.cpu()
+            compiles.append(_compiled() - c0)
+            x_c = (w_c * 2 + 1).sum(0)[:3].argsort().reshape(1, 3) + x_c
+            assert torch.equal(got, x_c)
+    s1 = torch_tpu._C._deferred_stats()
+    assert compiles == [1] + [0] * 5, compiles
+    assert s1["fused_cache_misses"] - s0["fused_cache_misses"] == 1
+    assert s1["fused_cache_hits"] - s0["fused_cache_hits"] == 5
+    assert _by_node() == b0
+
+
+def test_in_place_write_of_a_growing_int_buffer_runs_by_node_exactly():
+    """An in-place add into a view of a storage whose length changes each step: the
+    node-by-node run writes the storage back, and the float node next to it stays exact."""
+    _fresh()
+    b0 = _by_node()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for n in range(4, 10):
+            t_c = torch.arange(n, dtype=torch.int32).reshape(1, n)
+            f_c = torch.linspace(0, 1, 6)
+            t, f = t_c.to("tpu"), f_c.to("tpu")
+            t[:, 1:].add_(5)
+            g = f * 3
+            t_c[:, 1:].add_(5)
+            assert torch.equal(t.cpu(), t_c)
+            assert torch.equal(g.cpu(), f_c * 3)
+    assert _by_node() - b0 >= 4
+
+
+def test_host_tier_off_compiles_every_shape():
+    _fresh()
+    w = torch.randn(4, 5).to("tpu")
+    x = torch.arange(3).reshape(1, 3).to("tpu")
+    b0 = _by_node()
+    with torch_tpu.debug.host_tier(False), torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(4):
+            c0 = _compiled()
+            x = _step(w, x)
+            x.cpu()
+            assert _compiled() - c0 >= 1
+    assert _by_node() == b0
