@@ -33,11 +33,12 @@ def main():
     p.add_argument("--new-tokens", type=int, default=16)
     p.add_argument("--prompt", type=int, default=6)
     p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     torch_tpu.set_execution_mode(a.mode)
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=a.hidden, intermediate_size=2 * a.hidden,
+    cfg = transformers.LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=2 * a.hidden,
                                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                    max_position_embeddings=a.prompt + a.new_tokens + 8,
                                    pad_token_id=0, bos_token_id=1, eos_token_id=2)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "aten/deferred_graph.h"
 #include "aten/host_tier.h"
@@ -38,32 +39,37 @@ void put_ref(std::string& s, const TensorRef& r) {
   put(s, r.layout.sizes.size());
 }
 
-// The trace without its sizes: per node the op, its arguments' kinds, dtypes,
-// ranks and structural values (an int list by its length: usually a shape), and
-// where each input comes from and each output goes; then the outputs.
+// One node without its sizes: the op, its arguments' kinds, dtypes, ranks and
+// structural values (an int list by its length: usually a shape).
+void put_node(std::string& s, const Node& n) {
+  put(s, static_cast<const void*>(&n.rec.op.schema()));
+  for (const ArgDesc& d : n.rec.descs) {
+    s.push_back(static_cast<char>('a' + d.kind));
+    if (d.kind == lower::Arg::kTensor) {
+      put_ref(s, d.t);
+    } else if (d.kind == lower::Arg::kTensorList) {
+      put(s, d.list.size());
+      for (const TensorRef& r : d.list) put_ref(s, r);
+    } else if (d.kind == lower::Arg::kOther) {
+      if (d.value.isIntList()) {
+        s.push_back('l');
+        put(s, d.value.toIntList().size());
+      } else {
+        std::ostringstream os;
+        os << d.value;
+        s.append(os.str());
+        s.push_back('\0');
+      }
+    }
+  }
+}
+
+// The trace without its sizes: every node as put_node writes it, where each
+// input comes from and each output goes; then the outputs.
 std::string structure(const Trace& g, const std::vector<int>& outputs) {
   std::string s;
   for (const Node& n : g.nodes) {
-    put(s, static_cast<const void*>(&n.rec.op.schema()));
-    for (const ArgDesc& d : n.rec.descs) {
-      s.push_back(static_cast<char>('a' + d.kind));
-      if (d.kind == lower::Arg::kTensor) {
-        put_ref(s, d.t);
-      } else if (d.kind == lower::Arg::kTensorList) {
-        put(s, d.list.size());
-        for (const TensorRef& r : d.list) put_ref(s, r);
-      } else if (d.kind == lower::Arg::kOther) {
-        if (d.value.isIntList()) {
-          s.push_back('l');
-          put(s, d.value.toIntList().size());
-        } else {
-          std::ostringstream os;
-          os << d.value;
-          s.append(os.str());
-          s.push_back('\0');
-        }
-      }
-    }
+    put_node(s, n);
     for (const NodeInput& i : n.ins) put(s, i.internal ? i.id : -1 - i.id);
     s.push_back('>');
     for (int id : n.outs) put(s, id);
@@ -87,6 +93,16 @@ struct Seen {
   // Host time of the nodes the host ran, per Entry (a key that keeps running
   // there buys its single-op program).
   std::unordered_map<const Entry*, uint64_t> host_ns;
+  // A host-exact node's shape-free form (put_node) -> the single-op Entry it
+  // first had, and whether one of another key (other sizes) has come since.
+  // Evidence, at a trace's first sighting, that it holds a volatile node: the
+  // cat that grows input_ids was seen in the prefill's trace with one column
+  // less, so the decoding loop's trace runs node by node from its first flush.
+  struct NodeSighting {
+    const Entry* first = nullptr;
+    bool changed = false;
+  };
+  std::unordered_map<std::string, NodeSighting> nodes;
 };
 Seen& seen() {
   static auto* s = new Seen();
@@ -96,39 +112,82 @@ constexpr size_t kMaxSightings = 1024;
 
 bool exact(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
-bool exact_ref(const Node& n, const TensorRef& r) {
+// Ops whose CPU kernel gives our lowering's bits on floating tensors as well:
+// they copy, select or compare values and do no arithmetic, so there is no
+// rounding to differ (argmax/argmin follow PyTorch on NaN and ties in both).
+// Only when every non-bool tensor they touch has one dtype (no conversion,
+// which would round), checked in host_exact. The generate loop's argmax over
+// the last logits and its copy_ are such nodes: on the host they need no
+// single-op program either.
+bool moves_values_only(const Node& n) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::copy_", "aten::clone", "aten::cat", "aten::where", "aten::argmax", "aten::argmin",
+      "aten::eq",    "aten::ne",    "aten::lt",  "aten::le",    "aten::gt",     "aten::ge"};
+  return ops.count(n.rec.op.schema().name()) > 0;
+}
+
+constexpr int64_t kMoverMaxBytes = int64_t{4} << 20;
+
+bool is_arg_reduction(const Node& n) {
+  const std::string& name = n.rec.op.schema().name();
+  return name == "aten::argmax" || name == "aten::argmin";
+}
+
+// The dtypes a node's tensors may have on the host: integer and bool always;
+// for a value-moving op also one floating dtype shared by all its non-bool
+// tensors (an arg-reduction's int64 result aside).
+struct DtypeRule {
+  bool movers = false;
+  std::optional<c10::ScalarType> one;  // the non-bool dtype seen, when movers
+  bool ok = true;
+  void see(c10::ScalarType t, bool result = false) {
+    if (t == c10::ScalarType::Bool) return;
+    if (!movers) {
+      ok &= exact(t);
+      return;
+    }
+    if (result && t == c10::ScalarType::Long && arg_reduction) return;
+    if (!one) one = t;
+    ok &= *one == t;
+  }
+  bool arg_reduction = false;
+};
+
+bool exact_ref(const Node& n, const TensorRef& r, DtypeRule& rule) {
   if (!r.defined) return true;
-  if (!exact(r.dtype)) return false;
+  rule.see(r.dtype);
   // A dtype view of its storage: the host copy would be of the wrong type.
   return r.host_scalar || n.rec.input_types[r.input].elem == lower::to_elem(r.dtype);
 }
 
 // Whether node `n` may run on the host as far as its record tells (the host
 // tier's conditions; its results are checked after the CPU kernel ran).
-bool host_candidate(const Node& n) {
+bool host_exact(const Node& n) {
   const OpInfo& info = *n.rec.info;
-  if (info.lowering->needs_rng || n.entry->has_executable()) return false;
+  if (info.lowering->needs_rng) return false;
+  DtypeRule rule;
+  rule.movers = moves_values_only(n);
+  rule.arg_reduction = is_arg_reduction(n);
   for (const auto& r : n.rec.op.schema().returns())
     if (r.alias_info() && !r.alias_info()->isWrite()) return false;  // a view
   int64_t bytes = 0;
   for (const OutSpec& s : n.entry->outs) {
     if (s.kind != OutSpec::kNew) continue;
-    if (!exact(s.dtype)) return false;
+    rule.see(s.dtype, /*result=*/true);
     int64_t numel = 1;
     for (int64_t d : s.sizes) numel *= d;
     bytes += numel * static_cast<int64_t>(c10::elementSize(s.dtype));
   }
   for (const auto& t : n.rec.input_types)
     if (!t.dims.empty()) bytes += t.dims[0] * static_cast<int64_t>(engine::elem_size(t.elem));
-  if (bytes > kHostTierMaxBytes) return false;
   for (const ArgDesc& d : n.rec.descs) {
     switch (d.kind) {
       case lower::Arg::kTensor:
-        if (!exact_ref(n, d.t)) return false;
+        if (!exact_ref(n, d.t, rule)) return false;
         break;
       case lower::Arg::kTensorList:
         for (const TensorRef& r : d.list)
-          if (!exact_ref(n, r)) return false;
+          if (!exact_ref(n, r, rule)) return false;
         break;
       case lower::Arg::kScalar:
         if (!d.value.isInt() && !d.value.isBool() &&
@@ -148,9 +207,41 @@ bool host_candidate(const Node& n) {
         break;
     }
   }
+  if (!rule.ok) return false;
+  // A value-moving float node may be larger: generate()'s argmax reads the last
+  // logits (8 prompts x a 128k vocabulary in float32 is 4 MiB), and compiling
+  // its single-op program at the second token would be that token's compile.
+  // A copy each way of a few MiB costs about a millisecond here, and a node
+  // that keeps running on the host is compiled once its host time reaches a
+  // compile's (host_candidate).
+  const bool floats = rule.one && c10::isFloatingType(*rule.one);
+  return bytes <= (floats ? kMoverMaxBytes : kHostTierMaxBytes);
+}
+
+// host_exact, not compiled already, and not yet past its host-time budget.
+bool host_candidate(const Node& n) {
+  if (n.entry->has_executable() || !host_exact(n)) return false;
   std::lock_guard<std::mutex> g(seen().mu);
   auto it = seen().host_ns.find(n.entry.get());
   return it == seen().host_ns.end() || it->second < compile_price_ns();
+}
+
+// Notes the shape-free form of each host-exact node of `g`; true when one of
+// them has been seen before under another key (see Seen::nodes).
+bool has_volatile_node(const Trace& g) {
+  bool any = false;
+  for (const Node& n : g.nodes) {
+    if (!host_exact(n)) continue;
+    std::string sig;
+    put_node(sig, n);
+    std::lock_guard<std::mutex> lock(seen().mu);
+    auto& nodes = seen().nodes;
+    if (nodes.size() >= 4 * kMaxSightings) nodes.clear();
+    auto [it, fresh] = nodes.try_emplace(std::move(sig), Seen::NodeSighting{n.entry.get(), false});
+    if (!fresh) it->second.changed |= it->second.first != n.entry.get();
+    any |= it->second.changed;
+  }
+  return any;
 }
 
 // Node `n` with PyTorch's CPU kernel on host copies of its input buffers `in`;
@@ -277,17 +368,20 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   if (g.unbounded || !host_tier_enabled() || g.nodes.size() > kMaxNodes) return false;
   const size_t k = std::hash<std::string>()(key);
   std::string sig = structure(g, outputs);
+  const bool volatile_node = has_volatile_node(g);
   Seen& s = seen();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.sightings.find(sig);
     if (it == s.sightings.end()) {
       if (s.sightings.size() >= kMaxSightings) s.sightings.clear();
-      s.sightings.emplace(sig, Sighting{k, false, {}});
-      return false;  // a first sighting compiles as always
+      it = s.sightings.emplace(sig, Sighting{k, false, {}}).first;
+      // A first sighting compiles as always, unless a node of it is known to
+      // change shape: then its fused program would not run again either.
+      if (!volatile_node) return false;
     }
     Sighting& st = it->second;
-    st.changed |= st.first_key != k;
+    st.changed |= st.first_key != k || volatile_node;
     if (!st.changed) return false;  // the one key missed again (evicted, cleared)
     if (st.ns.size() >= kMaxSightings) st.ns.clear();
     if (st.ns[k] >= compile_price_ns()) return false;  // it keeps coming back: fuse it
@@ -341,6 +435,7 @@ void clear_trace_sightings() {
   std::lock_guard<std::mutex> lock(s.mu);
   s.sightings.clear();
   s.host_ns.clear();
+  s.nodes.clear();
 }
 
 }  // namespace tpu::aten

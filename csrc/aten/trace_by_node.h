@@ -7,23 +7,32 @@
 // once (2 a token). Running the host tier at record time instead would flush
 // the volatile op's pending inputs first and cut the fused step in pieces.
 //
-// So the decision is made at flush time, on the whole trace. When its fused key
-// misses the cache and its shape-free structure (every node's op, dtypes,
-// ranks, structural arguments and how the nodes connect, not sizes, strides or
-// offsets) has missed before under another key -- evidence that its shapes
-// keep changing, the host tier's rule at the scale of a trace -- the nodes run
-// one after the other, each through what Strict Eager would run:
-//  - a tiny integer/bool node (the host tier's conditions, host_tier.h) whose
-//    single-op program was never compiled runs with PyTorch's CPU kernel on
-//    host copies of its input buffers;
+// So the decision is made at flush time, on the whole trace. It runs node by
+// node when its fused key misses the cache and either
+//  - its shape-free structure (every node's op, dtypes, ranks, structural
+//    arguments and how the nodes connect, not sizes, strides or offsets) has
+//    missed before under another key -- evidence that its shapes keep
+//    changing, the host tier's rule at the scale of a trace -- or
+//  - it is a first sighting, but one of its host-exact nodes (below) has been
+//    seen before, in any trace, with other sizes: generate()'s growing cat ran
+//    first in the prefill's trace, so the decoding loop's traces run node by
+//    node from their first flush and compile nothing after the second token.
+// The nodes run one after the other, each through what Strict Eager would run:
+//  - a tiny host-exact node whose single-op program was never compiled runs
+//    with PyTorch's CPU kernel on host copies of its input buffers. Host-exact:
+//    the host tier's conditions (host_tier.h: integer/bool tensors), or an op
+//    that only copies, selects or compares values (copy_, clone, cat, where,
+//    argmax/argmin, comparisons) on one floating dtype: no arithmetic, so no
+//    rounding to differ (the loop's argmax over the last logits; up to 4 MiB,
+//    where integer nodes stop at 64 KiB);
 //  - any other node launches its single-op program (compiled once, kept in its
-//    Entry: stable-shape nodes such as argmax over the logits hit from then on).
+//    Entry: stable-shape nodes hit from then on).
 // Nothing is cut: no node's inputs are flushed early, and the trace is one
 // flush as before. Only outputs alive at the flush are written back.
 //
-// Stable-shape code never gets here: a first sighting of a structure, and
-// every later hit, compiles or runs the one fused program as always (a
-// training step stays one program). Limits keep a big trace that happens to
+// Stable-shape code never gets here: a first sighting of a structure with no
+// node known to vary, and every later hit, compiles or runs the one fused
+// program as always (a training step stays one program). Limits keep a big trace that happens to
 // change shape (a last, smaller batch) on the fused path: it runs node by node
 // only when it has at most kMaxNodes nodes of which at most kMaxNewPrograms
 // would compile a single-op program. A fused key that keeps coming back (a

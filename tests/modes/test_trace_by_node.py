@@ -102,3 +102,53 @@ def test_host_tier_off_compiles_every_shape():
             x.cpu()
             assert _compiled() - c0 >= 1
     assert _by_node() == b0
+
+
+def test_a_node_seen_with_other_sizes_makes_a_new_trace_run_by_node_at_once():
+    """A trace seen for the first time still runs node by node when one of its tiny
+    exact nodes (here the cat) was seen before, in another trace, with other sizes:
+    its fused program would not run again either (generate()'s loop traces, whose cat
+    first ran in the prefill's trace)."""
+    _fresh()
+    x_c = torch.arange(3).reshape(1, 3)
+    x = x_c.to("tpu")
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        y = torch.cat([x, x[:, -1:] + 1], dim=1)
+        y.cpu()  # trace A: a first sighting, nothing known to vary: fused
+        b0, c0 = _by_node(), _compiled()
+        z = torch.cat([y, y[:, -1:] * 2], dim=1)
+        got = z.cpu()  # trace B: new, but its cat had other sizes in A
+    y_c = torch.cat([x_c, x_c[:, -1:] + 1], dim=1)
+    assert torch.equal(got, torch.cat([y_c, y_c[:, -1:] * 2], dim=1))
+    assert _by_node() - b0 == 1
+    assert _compiled() == c0  # both nodes ran on the host
+
+
+def _grow_floats(x):
+    """Float nodes that only move, select or compare values: where, cat, argmax."""
+    col = torch.where(x[:, -1:] > 2, x[:, :1], x[:, -1:])
+    x = torch.cat([x, col, x[:, 2:3]], dim=1)
+    return x, torch.cat([x.argmax(1), x[:, 2:].argmax(1)])
+
+
+def test_value_moving_float_nodes_run_on_the_host_with_the_cpu_bits():
+    """where, cat, argmax and comparisons do no arithmetic on floats, so PyTorch's CPU
+    kernels give the lowering's bits (argmax: NaN counts as the largest, ties go to the
+    lowest index): a growing float trace of them compiles nothing after its second
+    step and matches the CPU exactly."""
+    _fresh()
+    base = torch.tensor([[1.0, float("nan"), 3.0, 3.0, -0.0]])
+    x_c, x = base.clone(), base.to("tpu")
+    compiles = []
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(6):
+            c0 = _compiled()
+            x, a = _grow_floats(x)
+            got_x, got_a = x.cpu(), a.cpu()
+            compiles.append(_compiled() - c0)
+            x_c, a_c = _grow_floats(x_c)
+            assert torch.equal(got_x.isnan(), x_c.isnan())
+            assert torch.equal(got_x.nan_to_num(), x_c.nan_to_num())
+            assert torch.equal(got_x.signbit(), x_c.signbit())
+            assert torch.equal(got_a, a_c)
+    assert compiles[2:] == [0] * 4, compiles
