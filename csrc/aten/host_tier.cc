@@ -17,6 +17,7 @@
 
 #include "aten/deferred_graph.h"
 #include "aten/op_kernel.h"
+#include "aten/shape_sightings.h"
 #include "aten/trace.h"
 #include "aten/tpu_tensor.h"
 #include "engine/host_alias.h"
@@ -93,23 +94,11 @@ std::string signature(Call& c) {
   return s;
 }
 
-// Signature -> the hash of its first key to miss, whether another has missed
-// since, and the host time spent on each key the host ran. Bounded: past the
-// bound it starts over (a forgotten signature compiles its next shape once).
-struct Sighting {
-  size_t first_key = 0;
-  bool changed = false;
-  std::unordered_map<size_t, uint64_t> host_ns;
-};
-struct Seen {
-  std::mutex mu;
-  std::unordered_map<std::string, Sighting> sightings;
-};
-Seen& seen() {
-  static auto* s = new Seen();
+// Bounded: past it a forgotten signature compiles its next shape once.
+ShapeSightings& sightings() {
+  static auto* s = new ShapeSightings(4096);
   return *s;
 }
-constexpr size_t kMaxSignatures = 4096;
 
 struct Decision {
   bool host = false;
@@ -125,28 +114,14 @@ Decision decide(Call& c) {
   Decision d;
   d.sig = signature(c);
   d.key = std::hash<std::string>()(c.key);
-  Seen& s = seen();
-  std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.sightings.find(d.sig);
-  if (it == s.sightings.end()) {
-    if (s.sightings.size() >= kMaxSignatures) s.sightings.clear();
-    s.sightings.emplace(d.sig, Sighting{d.key, false, {}});
-    return d;
-  }
-  Sighting& st = it->second;
-  st.changed |= st.first_key != d.key;
-  if (!st.changed) return d;  // the one key missed again (evicted, cleared): compile it
-  if (st.host_ns.size() >= kMaxSignatures) st.host_ns.clear();
-  d.host = st.host_ns[d.key] < compile_price_ns();
+  ShapeSightings::Note n = sightings().note(d.sig, d.key);
+  // A first sighting, or the one key missed again (evicted, cleared): compile it.
+  if (n.first || !n.changed) return d;
+  d.host = n.spent_ns < compile_price_ns();
   return d;
 }
 
-void charge(const Decision& d, uint64_t ns) {
-  Seen& s = seen();
-  std::lock_guard<std::mutex> g(s.mu);
-  auto it = s.sightings.find(d.sig);
-  if (it != s.sightings.end()) it->second.host_ns[d.key] += ns;
-}
+void charge(const Decision& d, uint64_t ns) { sightings().charge(d.sig, d.key, ns); }
 
 // Whether the call may run on the host as far as its arguments tell
 // (the results are checked after the CPU kernel ran).
@@ -269,11 +244,7 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 void set_host_tier_enabled(bool on) { g_enabled = on; }
 bool host_tier_enabled() { return g_enabled.load(); }
 
-void clear_host_tier_signatures() {
-  Seen& s = seen();
-  std::lock_guard<std::mutex> g(s.mu);
-  s.sightings.clear();
-}
+void clear_host_tier_signatures() { sightings().clear(); }
 
 uint64_t compile_price_ns() {
   uint64_t n = engine::metrics().programs_compiled.load();

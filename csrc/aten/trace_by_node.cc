@@ -15,6 +15,7 @@
 #include "aten/deferred_graph.h"
 #include "aten/host_tier.h"
 #include "aten/op_kernel.h"
+#include "aten/shape_sightings.h"
 #include "engine/device_checks.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -79,36 +80,34 @@ std::string structure(const Trace& g, const std::vector<int>& outputs) {
   return s;
 }
 
-// Structure -> the hash of its first fused key to miss, whether another has
-// missed since, and the node-by-node time spent on each key. Bounded: past the
-// bound it starts over (a forgotten structure compiles its next key once).
-struct Sighting {
-  size_t first_key = 0;
-  bool changed = false;
-  std::unordered_map<size_t, uint64_t> ns;
-};
-struct Seen {
-  std::mutex mu;
-  std::unordered_map<std::string, Sighting> sightings;
-  // Host time of the nodes the host ran, per Entry (a key that keeps running
-  // there buys its single-op program).
-  std::unordered_map<const Entry*, uint64_t> host_ns;
-  // A host-exact node's shape-free form (put_node) -> the single-op Entry it
-  // first had, and whether one of another key (other sizes) has come since.
-  // Evidence, at a trace's first sighting, that it holds a volatile node: the
-  // cat that grows input_ids was seen in the prefill's trace with one column
-  // less, so the decoding loop's trace runs node by node from its first flush.
-  struct NodeSighting {
-    const Entry* first = nullptr;
-    bool changed = false;
-  };
-  std::unordered_map<std::string, NodeSighting> nodes;
-};
-Seen& seen() {
-  static auto* s = new Seen();
+constexpr size_t kMaxSightings = 1024;
+
+// Trace structures (structure()) by the hash of their fused keys.
+ShapeSightings& trace_sightings() {
+  static auto* s = new ShapeSightings(kMaxSightings);
   return *s;
 }
-constexpr size_t kMaxSightings = 1024;
+
+// A host-exact node's shape-free form (put_node), by its single-op Entry:
+// evidence, at a trace's first sighting, that it holds a volatile node. The
+// cat that grows input_ids was seen in the prefill's trace with one column
+// less, so the decoding loop's trace runs node by node from its first flush.
+ShapeSightings& node_sightings() {
+  static auto* s = new ShapeSightings(4 * kMaxSightings);
+  return *s;
+}
+
+// Host time of the nodes the host ran, per Entry (a key that keeps running
+// there buys its single-op program).
+struct HostTime {
+  std::mutex mu;
+  std::unordered_map<const Entry*, uint64_t> ns;
+};
+HostTime& host_time() {
+  static auto* h = new HostTime();
+  return *h;
+}
+
 
 bool exact(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
@@ -221,25 +220,21 @@ bool host_exact(const Node& n) {
 // host_exact, not compiled already, and not yet past its host-time budget.
 bool host_candidate(const Node& n) {
   if (n.entry->has_executable() || !host_exact(n)) return false;
-  std::lock_guard<std::mutex> g(seen().mu);
-  auto it = seen().host_ns.find(n.entry.get());
-  return it == seen().host_ns.end() || it->second < compile_price_ns();
+  HostTime& h = host_time();
+  std::lock_guard<std::mutex> g(h.mu);
+  auto it = h.ns.find(n.entry.get());
+  return it == h.ns.end() || it->second < compile_price_ns();
 }
 
 // Notes the shape-free form of each host-exact node of `g`; true when one of
-// them has been seen before under another key (see Seen::nodes).
+// them has been seen before under another key (node_sightings).
 bool has_volatile_node(const Trace& g) {
   bool any = false;
   for (const Node& n : g.nodes) {
     if (!host_exact(n)) continue;
     std::string sig;
     put_node(sig, n);
-    std::lock_guard<std::mutex> lock(seen().mu);
-    auto& nodes = seen().nodes;
-    if (nodes.size() >= 4 * kMaxSightings) nodes.clear();
-    auto [it, fresh] = nodes.try_emplace(std::move(sig), Seen::NodeSighting{n.entry.get(), false});
-    if (!fresh) it->second.changed |= it->second.first != n.entry.get();
-    any |= it->second.changed;
+    any |= node_sightings().note(sig, reinterpret_cast<size_t>(n.entry.get())).changed;
   }
   return any;
 }
@@ -369,23 +364,12 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   const size_t k = std::hash<std::string>()(key);
   std::string sig = structure(g, outputs);
   const bool volatile_node = has_volatile_node(g);
-  Seen& s = seen();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.sightings.find(sig);
-    if (it == s.sightings.end()) {
-      if (s.sightings.size() >= kMaxSightings) s.sightings.clear();
-      it = s.sightings.emplace(sig, Sighting{k, false, {}}).first;
-      // A first sighting compiles as always, unless a node of it is known to
-      // change shape: then its fused program would not run again either.
-      if (!volatile_node) return false;
-    }
-    Sighting& st = it->second;
-    st.changed |= st.first_key != k || volatile_node;
-    if (!st.changed) return false;  // the one key missed again (evicted, cleared)
-    if (st.ns.size() >= kMaxSightings) st.ns.clear();
-    if (st.ns[k] >= compile_price_ns()) return false;  // it keeps coming back: fuse it
-  }
+  ShapeSightings::Note note = trace_sightings().note(sig, k, volatile_node);
+  // A first sighting compiles as always, unless a node of it is known to change
+  // shape: then its fused program would not run again either.
+  if (note.first && !volatile_node) return false;
+  if (!note.changed) return false;  // the one key missed again (evicted, cleared)
+  if (note.spent_ns >= compile_price_ns()) return false;  // it keeps coming back: fuse it
   std::vector<bool> host(g.nodes.size());
   size_t new_programs = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -409,9 +393,10 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
     auto h0 = std::chrono::steady_clock::now();
     if (host[i] && run_on_host(g, n, in, device, &outs)) {
       ++host_nodes;
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (s.host_ns.size() >= 4 * kMaxSightings) s.host_ns.clear();
-      s.host_ns[n.entry.get()] += ns_since(h0);
+      HostTime& h = host_time();
+      std::lock_guard<std::mutex> lock(h.mu);
+      if (h.ns.size() >= 4 * kMaxSightings) h.ns.clear();
+      h.ns[n.entry.get()] += ns_since(h0);
     } else {
       outs = launch_node(n, in, device);
     }
@@ -424,18 +409,16 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
     slot->fulfil(cur[id], slot->raw_elem());
   }
   engine::metrics().host_tier_ops += host_nodes;
-  std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.sightings.find(sig);
-  if (it != s.sightings.end()) it->second.ns[k] += ns_since(t0);
+  trace_sightings().charge(sig, k, ns_since(t0));
   return true;
 }
 
 void clear_trace_sightings() {
-  Seen& s = seen();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.sightings.clear();
-  s.host_ns.clear();
-  s.nodes.clear();
+  trace_sightings().clear();
+  node_sightings().clear();
+  HostTime& h = host_time();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.ns.clear();
 }
 
 }  // namespace tpu::aten
