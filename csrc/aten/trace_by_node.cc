@@ -161,7 +161,7 @@ bool exact_ref(const Node& n, const TensorRef& r, DtypeRule& rule) {
 
 // Whether node `n` may run on the host as far as its record tells (the host
 // tier's conditions; its results are checked after the CPU kernel ran).
-bool host_exact(const Node& n) {
+bool host_exact(const Node& n, bool* on_floats = nullptr) {
   const OpInfo& info = *n.rec.info;
   if (info.lowering->needs_rng) return false;
   DtypeRule rule;
@@ -214,6 +214,7 @@ bool host_exact(const Node& n) {
   // that keeps running on the host is compiled once its host time reaches a
   // compile's (host_candidate).
   const bool floats = rule.one && c10::isFloatingType(*rule.one);
+  if (on_floats != nullptr) *on_floats = floats;
   return bytes <= (floats ? kMoverMaxBytes : kHostTierMaxBytes);
 }
 
@@ -231,7 +232,10 @@ bool host_candidate(const Node& n) {
 bool has_volatile_node(const Trace& g) {
   bool any = false;
   for (const Node& n : g.nodes) {
-    if (!host_exact(n)) continue;
+    // Only integer/bool nodes count as evidence: token bookkeeping is what grows
+    // by a column a step. A float copy_ seen with other sizes is everyday code.
+    bool on_floats = false;
+    if (!host_exact(n, &on_floats) || on_floats) continue;
     std::string sig;
     put_node(sig, n);
     any |= node_sightings().note(sig, reinterpret_cast<size_t>(n.entry.get())).changed;
@@ -361,6 +365,17 @@ uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
 
 bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>& outputs, int device) {
   if (g.unbounded || !host_tier_enabled() || g.nodes.size() > kMaxNodes) return false;
+  // A fused program undoes the in-place writes at or after a failing
+  // device-side check; one node at a time could not, so a trace with such a
+  // write fuses. (Its checks are still checked node by node: an error all the
+  // same, as in Strict Eager.)
+  bool checked = false;
+  for (const Node& n : g.nodes) {
+    checked |= !n.entry->checks.empty();
+    if (!checked) continue;
+    for (const OutSpec& o : n.entry->outs)
+      if (o.kind == OutSpec::kWrite) return false;
+  }
   const size_t k = std::hash<std::string>()(key);
   std::string sig = structure(g, outputs);
   const bool volatile_node = has_volatile_node(g);
@@ -371,12 +386,16 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   if (!note.changed) return false;  // the one key missed again (evicted, cleared)
   if (note.spent_ns >= compile_price_ns()) return false;  // it keeps coming back: fuse it
   std::vector<bool> host(g.nodes.size());
-  size_t new_programs = 0;
+  size_t new_programs = 0, for_host = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     host[i] = host_candidate(g.nodes[i]);
+    for_host += host[i];
     new_programs += !host[i] && !g.nodes[i].entry->has_executable();
   }
-  if (new_programs > kMaxNewPrograms) return false;
+  // With no node for the host the single-op programs change key with the trace
+  // (or the key changed for another reason than shapes, e.g. the matmul
+  // precision): going node by node would buy nothing, so fuse.
+  if (for_host == 0 || new_programs > kMaxNewPrograms) return false;
 
   auto t0 = std::chrono::steady_clock::now();
   Buffers params;

@@ -13,8 +13,9 @@
 //    arguments and how the nodes connect, not sizes, strides or offsets) has
 //    missed before under another key -- evidence that its shapes keep
 //    changing, the host tier's rule at the scale of a trace -- or
-//  - it is a first sighting, but one of its host-exact nodes (below) has been
-//    seen before, in any trace, with other sizes: generate()'s growing cat ran
+//  - it is a first sighting, but one of its integer/bool host-exact nodes
+//    (below) has been seen before, in any trace, with other sizes (a float
+//    copy_ of another size is everyday code, no evidence): generate()'s growing cat ran
 //    first in the prefill's trace, so the decoding loop's traces run node by
 //    node from their first flush and compile nothing after the second token.
 // The nodes run one after the other, each through what Strict Eager would run:
@@ -34,12 +35,18 @@
 // node known to vary, and every later hit, compiles or runs the one fused
 // program as always (a training step stays one program). Limits keep a big trace that happens to
 // change shape (a last, smaller batch) on the fused path: it runs node by node
-// only when it has at most kMaxNodes nodes of which at most kMaxNewPrograms
+// only when at least one of its nodes runs on the host (else its single-op
+// programs would change key with it, or the key changed for another reason
+// than shapes, such as the matmul precision), and it has at most kMaxNodes
+// nodes of which at most kMaxNewPrograms
 // would compile a single-op program. A fused key that keeps coming back (a
 // fixed shape after all) compiles its fused program once its node-by-node time
 // adds up to the mean compile time (host_tier.h's compile_price_ns).
 //
-// Not for a torch.compile capture (its trace must become one replayable
+// Not for a trace with an in-place write at or after its first device-side
+// check: its fused program undoes such writes when the check fails, which one
+// node at a time could not (the checks themselves still run node by node and
+// raise as in Strict Eager). Not for a torch.compile capture (its trace must become one replayable
 // program), nor with the host tier off (torch_tpu.debug.host_tier(False)).
 // Counted in deferred stats: traces_run_by_node, and host_tier_ops for the
 // nodes the host ran.

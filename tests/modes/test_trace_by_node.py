@@ -152,3 +152,45 @@ def test_value_moving_float_nodes_run_on_the_host_with_the_cpu_bits():
             assert torch.equal(got_x.signbit(), x_c.signbit())
             assert torch.equal(got_a, a_c)
     assert compiles[2:] == [0] * 4, compiles
+
+
+def test_a_write_after_a_device_check_fuses_so_a_failing_check_still_undoes_it():
+    """A fused program undoes the in-place writes at or after a failing device-side
+    check; one node at a time could not, so a trace with such a write fuses even when
+    its shapes keep changing."""
+    _fresh()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for n in (4, 5):  # the same structure at two sizes: shape-volatile
+            t = torch.arange(float(n), device="tpu")
+            a = torch.ones(n, device="tpu")
+            torch.tpu.synchronize()
+            a.copy_(a + t.index_select(0, torch.tensor([0, 1], device="tpu")).sum())
+            assert a.cpu().tolist() == [2.0] * n
+        t = torch.arange(6.0, device="tpu")
+        a = torch.ones(6, device="tpu")
+        torch.tpu.synchronize()
+        b0 = _by_node()
+        a.copy_(a + t.index_select(0, torch.tensor([0, 9], device="tpu")).sum())
+        with pytest.raises(IndexError, match="index out of range"):
+            torch.tpu.synchronize()
+        assert _by_node() == b0
+        assert a.cpu().tolist() == [1.0] * 6
+
+
+def test_a_float_copy_seen_with_other_sizes_is_no_evidence_of_volatility():
+    """Only integer/bool nodes seen with other sizes make a new trace run node by node
+    at its first sighting (token bookkeeping); a float copy_ of another size is
+    everyday code, and its new trace fuses as always."""
+    _fresh()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for n in (3, 4):
+            d = torch.zeros(n, device="tpu")
+            d.copy_(torch.ones(n, device="tpu") * 2)
+            d.cpu()
+        b0, f0 = _by_node(), torch_tpu._C._deferred_stats()["fused_cache_misses"]
+        e = torch.zeros(7, device="tpu")
+        e.copy_(torch.ones(7, device="tpu") * 2)
+        got = (e + 1).cpu()
+    assert got.tolist() == [3.0] * 7
+    assert _by_node() == b0
+    assert torch_tpu._C._deferred_stats()["fused_cache_misses"] == f0 + 1
