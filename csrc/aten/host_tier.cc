@@ -156,12 +156,10 @@ bool arguments_qualify(Call& c) {
         });
         break;
       case ArgClass::kScalar:
-        if (!v.isNone() && !v.isInt() && !v.isBool() &&
-            !(v.isScalar() && (v.toScalar().isIntegral(false) || v.toScalar().isBoolean())))
-          ok = false;
+        if (!v.isNone() && !exact_scalar(v)) ok = false;
         break;
       case ArgClass::kScalarList:
-        for (const c10::IValue& e : v.toListRef()) ok &= e.isInt() || e.isBool();
+        ok &= exact_scalar_list(v);
         break;
       case ArgClass::kGenerator:
         ok = false;
@@ -246,6 +244,17 @@ bool host_tier_enabled() { return g_enabled.load(); }
 
 void clear_host_tier_signatures() { sightings().clear(); }
 
+bool exact_scalar(const c10::IValue& v) {
+  return v.isInt() || v.isBool() ||
+         (v.isScalar() && (v.toScalar().isIntegral(false) || v.toScalar().isBoolean()));
+}
+
+bool exact_scalar_list(const c10::IValue& v) {
+  for (const c10::IValue& e : v.toListRef())
+    if (!e.isInt() && !e.isBool()) return false;
+  return true;
+}
+
 uint64_t compile_price_ns() {
   uint64_t n = engine::metrics().programs_compiled.load();
   return n ? engine::metrics().compile_ns.load() / n : 100'000'000;
@@ -268,11 +277,9 @@ std::shared_ptr<pjrt::Buffer> upload_host(const at::Tensor& t, int device) {
 }
 
 std::vector<int64_t> result_strides(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  std::vector<int64_t> sz = sizes.vec(), st = strides.vec(), order;
-  if (!engine::dense_order(sz, st, &order)) return {};
-  for (size_t d = 0; d < order.size(); ++d)
-    if (sz[order[d]] != 1 && order[d] != static_cast<int64_t>(d)) return st;
-  return {};  // row-major already (size-1 dimensions aside)
+  std::vector<int64_t> st = strides.vec(), order;
+  if (engine::permuted_dense_order(sizes.vec(), st, &order)) return st;
+  return {};  // row-major (size-1 dimensions aside), or not dense: row-major
 }
 
 at::Tensor in_layout(const at::Tensor& t, const std::vector<int64_t>& strides) {

@@ -64,6 +64,12 @@ bool run_on_host_tier(Call& c);
 void set_host_tier_enabled(bool on);
 bool host_tier_enabled();
 
+// Whether a scalar argument (an int, a bool or an integral Scalar) keeps the
+// CPU kernel's result bit-identical to our lowering's: no floating value.
+bool exact_scalar(const c10::IValue& v);
+// The same for each element of a scalar list.
+bool exact_scalar_list(const c10::IValue& v);
+
 // What a compile costs: this process's mean so far, 0.1 s before any (about a
 // single-op program on the CPU plugin). A key the host keeps running buys its
 // program once its host time reaches this.

@@ -18,10 +18,6 @@ namespace tpu::aten {
 using engine::ViewLayout;
 using hlo::ElemType;
 
-namespace {
-
-}  // namespace
-
 // Writes a program key into a std::string without a library call per field:
 // the string is grown ahead and written through a pointer, then trimmed by
 // done(). A key is some tens of fields; appending each cost ~30 instructions.

@@ -174,11 +174,7 @@ hlo::Value read_tensor(hlo::Builder& b, const std::vector<hlo::Value>& in, const
 // that are not a dense permutation stay contiguous.
 hlo::Value to_meta_layout(hlo::Builder& b, hlo::Value v, const lower::OutMeta& m, OutSpec& s) {
   std::vector<int64_t> order;
-  if (m.sizes != s.sizes || !engine::dense_order(m.sizes, m.strides, &order)) return v;
-  bool identity = true;
-  for (size_t d = 0; d < order.size(); ++d)
-    identity &= m.sizes[order[d]] == 1 || order[d] == static_cast<int64_t>(d);
-  if (identity) return v;  // row-major already (size-1 dimensions aside)
+  if (m.sizes != s.sizes || !engine::permuted_dense_order(m.sizes, m.strides, &order)) return v;
   s.strides = m.strides;
   return b.transpose(v, order);
 }

@@ -50,6 +50,21 @@ void input_buffers(Call& c, InputBuffers& bufs, c10::SmallVector<pjrt::Buffer*, 
   }
 }
 
+}  // namespace
+
+void add_entry_checks(const std::shared_ptr<Entry>& e, std::shared_ptr<pjrt::Buffer> flags,
+                      int device, std::string where) {
+  engine::PendingChecks p;
+  p.flags = std::move(flags);
+  for (const auto& s : e->checks) p.specs.push_back(&s);
+  p.keep = e;
+  p.where = [where = std::move(where)](size_t) { return where; };
+  p.device = device;
+  engine::add_pending_checks(std::move(p));
+}
+
+namespace {
+
 void run_strict(Call& c) {
   c.want_descs = false;  // a hit needs the key and the inputs only
   prepare(c);
@@ -74,14 +89,7 @@ void run_strict(Call& c) {
   input_buffers(c, bufs, raw);
   auto outs = engine::launch(exe, raw.data(), raw.size(), c.device, e->origin);
   if (!e->checks.empty()) {
-    engine::PendingChecks p;
-    p.flags = outs.back();
-    for (const auto& s : e->checks) p.specs.push_back(&s);
-    p.keep = e;
-    std::string name = c.info.name;
-    p.where = [name](size_t) { return name; };
-    p.device = c.device;
-    engine::add_pending_checks(std::move(p));
+    add_entry_checks(e, outs.back(), c.device, c.info.name);
     if (engine::launch_blocking()) raise_device_check_failures(c.device);
   }
 

@@ -4,6 +4,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
+#include <string>
 
 #include "hlo/builder.h"
 #include "pjrt/pjrt.h"
@@ -19,6 +20,12 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const void* bytes, hlo::ElemType ele
 // anyway: raises the first failed check of `device` (-1: all) as the exception
 // PyTorch's CPU backend raises (IndexError, RuntimeError).
 void raise_device_check_failures(int device = -1);
+
+struct Entry;
+// Registers the device-side checks of one launch of `e`'s single-op program,
+// whose last output `flags` holds them; a failure names `where`.
+void add_entry_checks(const std::shared_ptr<Entry>& e, std::shared_ptr<pjrt::Buffer> flags,
+                      int device, std::string where);
 
 void clear_program_cache();
 size_t program_cache_size();

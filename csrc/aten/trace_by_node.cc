@@ -16,7 +16,6 @@
 #include "aten/host_tier.h"
 #include "aten/op_kernel.h"
 #include "aten/shape_sightings.h"
-#include "engine/device_checks.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/transfer.h"
@@ -108,7 +107,6 @@ HostTime& host_time() {
   return *h;
 }
 
-
 bool exact(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
 // Ops whose CPU kernel gives our lowering's bits on floating tensors as well:
@@ -137,6 +135,7 @@ bool is_arg_reduction(const Node& n) {
 // tensors (an arg-reduction's int64 result aside).
 struct DtypeRule {
   bool movers = false;
+  bool arg_reduction = false;
   std::optional<c10::ScalarType> one;  // the non-bool dtype seen, when movers
   bool ok = true;
   void see(c10::ScalarType t, bool result = false) {
@@ -149,7 +148,6 @@ struct DtypeRule {
     if (!one) one = t;
     ok &= *one == t;
   }
-  bool arg_reduction = false;
 };
 
 bool exact_ref(const Node& n, const TensorRef& r, DtypeRule& rule) {
@@ -160,15 +158,17 @@ bool exact_ref(const Node& n, const TensorRef& r, DtypeRule& rule) {
 }
 
 // Whether node `n` may run on the host as far as its record tells (the host
-// tier's conditions; its results are checked after the CPU kernel ran).
-bool host_exact(const Node& n, bool* on_floats = nullptr) {
+// tier's conditions; its results are checked after the CPU kernel ran), and on
+// which tensors.
+enum class Exact { kNo, kIntegers, kFloats };
+Exact host_exact(const Node& n) {
   const OpInfo& info = *n.rec.info;
-  if (info.lowering->needs_rng) return false;
+  if (info.lowering->needs_rng) return Exact::kNo;
   DtypeRule rule;
   rule.movers = moves_values_only(n);
   rule.arg_reduction = is_arg_reduction(n);
   for (const auto& r : n.rec.op.schema().returns())
-    if (r.alias_info() && !r.alias_info()->isWrite()) return false;  // a view
+    if (r.alias_info() && !r.alias_info()->isWrite()) return Exact::kNo;  // a view
   int64_t bytes = 0;
   for (const OutSpec& s : n.entry->outs) {
     if (s.kind != OutSpec::kNew) continue;
@@ -182,31 +182,27 @@ bool host_exact(const Node& n, bool* on_floats = nullptr) {
   for (const ArgDesc& d : n.rec.descs) {
     switch (d.kind) {
       case lower::Arg::kTensor:
-        if (!exact_ref(n, d.t, rule)) return false;
+        if (!exact_ref(n, d.t, rule)) return Exact::kNo;
         break;
       case lower::Arg::kTensorList:
         for (const TensorRef& r : d.list)
-          if (!exact_ref(n, r, rule)) return false;
+          if (!exact_ref(n, r, rule)) return Exact::kNo;
         break;
       case lower::Arg::kScalar:
-        if (!d.value.isInt() && !d.value.isBool() &&
-            !(d.value.isScalar() &&
-              (d.value.toScalar().isIntegral(false) || d.value.toScalar().isBoolean())))
-          return false;
+        if (!exact_scalar(d.value)) return Exact::kNo;
         break;
       case lower::Arg::kScalarList:
-        for (const c10::IValue& e : d.value.toListRef())
-          if (!e.isInt() && !e.isBool()) return false;
+        if (!exact_scalar_list(d.value)) return Exact::kNo;
         break;
       case lower::Arg::kOther:
         // A factory's device (its CPU kernel would allocate on tpu), a generator.
-        if (d.value.isDevice() || d.value.isGenerator()) return false;
+        if (d.value.isDevice() || d.value.isGenerator()) return Exact::kNo;
         break;
       default:
         break;
     }
   }
-  if (!rule.ok) return false;
+  if (!rule.ok) return Exact::kNo;
   // A value-moving float node may be larger: generate()'s argmax reads the last
   // logits (8 prompts x a 128k vocabulary in float32 is 4 MiB), and compiling
   // its single-op program at the second token would be that token's compile.
@@ -214,28 +210,29 @@ bool host_exact(const Node& n, bool* on_floats = nullptr) {
   // that keeps running on the host is compiled once its host time reaches a
   // compile's (host_candidate).
   const bool floats = rule.one && c10::isFloatingType(*rule.one);
-  if (on_floats != nullptr) *on_floats = floats;
-  return bytes <= (floats ? kMoverMaxBytes : kHostTierMaxBytes);
+  if (bytes > (floats ? kMoverMaxBytes : kHostTierMaxBytes)) return Exact::kNo;
+  return floats ? Exact::kFloats : Exact::kIntegers;
 }
 
-// host_exact, not compiled already, and not yet past its host-time budget.
-bool host_candidate(const Node& n) {
-  if (n.entry->has_executable() || !host_exact(n)) return false;
+// A host-exact node (`exact`) not compiled already, and not yet past its
+// host-time budget.
+bool host_candidate(const Node& n, Exact exact) {
+  if (exact == Exact::kNo || n.entry->has_executable()) return false;
   HostTime& h = host_time();
   std::lock_guard<std::mutex> g(h.mu);
   auto it = h.ns.find(n.entry.get());
   return it == h.ns.end() || it->second < compile_price_ns();
 }
 
-// Notes the shape-free form of each host-exact node of `g`; true when one of
-// them has been seen before under another key (node_sightings).
-bool has_volatile_node(const Trace& g) {
+// Notes the shape-free form of each integer/bool host-exact node of `g`
+// (`exact` per node); true when one of them has been seen before under another
+// key (node_sightings). Only those count as evidence: token bookkeeping is what
+// grows by a column a step; a float copy_ seen with other sizes is everyday code.
+bool has_volatile_node(const Trace& g, const std::vector<Exact>& exact) {
   bool any = false;
-  for (const Node& n : g.nodes) {
-    // Only integer/bool nodes count as evidence: token bookkeeping is what grows
-    // by a column a step. A float copy_ seen with other sizes is everyday code.
-    bool on_floats = false;
-    if (!host_exact(n, &on_floats) || on_floats) continue;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (exact[i] != Exact::kIntegers) continue;
+    const Node& n = g.nodes[i];
     std::string sig;
     put_node(sig, n);
     any |= node_sightings().note(sig, reinterpret_cast<size_t>(n.entry.get())).changed;
@@ -343,16 +340,9 @@ Buffers launch_node(const Node& n, const Buffers& in, int device) {
   raw.reserve(in.size());
   for (const auto& b : in) raw.push_back(b.get());
   Buffers outs = engine::launch(exe, raw, device, n.entry->origin);
-  if (!n.entry->checks.empty()) {
-    engine::PendingChecks p;
-    p.flags = outs.back();
-    for (const auto& s : n.entry->checks) p.specs.push_back(&s);
-    p.keep = n.entry;
-    std::string name = n.rec.info->name;
-    p.where = [name](size_t) { return name + " (a node of a Defer & Fuse graph run node by node)"; };
-    p.device = device;
-    engine::add_pending_checks(std::move(p));
-  }
+  if (!n.entry->checks.empty())
+    add_entry_checks(n.entry, outs.back(), device,
+                     n.rec.info->name + " (a node of a Defer & Fuse graph run node by node)");
   return outs;
 }
 
@@ -378,7 +368,9 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   }
   const size_t k = std::hash<std::string>()(key);
   std::string sig = structure(g, outputs);
-  const bool volatile_node = has_volatile_node(g);
+  std::vector<Exact> exact(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) exact[i] = host_exact(g.nodes[i]);
+  const bool volatile_node = has_volatile_node(g, exact);
   ShapeSightings::Note note = trace_sightings().note(sig, k, volatile_node);
   // A first sighting compiles as always, unless a node of it is known to change
   // shape: then its fused program would not run again either.
@@ -388,7 +380,7 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   std::vector<bool> host(g.nodes.size());
   size_t new_programs = 0, for_host = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    host[i] = host_candidate(g.nodes[i]);
+    host[i] = host_candidate(g.nodes[i], exact[i]);
     for_host += host[i];
     new_programs += !host[i] && !g.nodes[i].entry->has_executable();
   }

@@ -52,19 +52,27 @@ void note_if_failed(const Work& w) {
   if (!err.empty()) note_async_failure(w.device, w.origin.get(), err, false);
 }
 
-void prune_locked(InFlight& f) {
-  // In place, so that the list keeps its capacity: a fresh list regrown from
-  // empty after every prune was a reallocation every few launches.
+// Drops the entries `take` takes (it gets each one to keep or note first),
+// compacting the rest in place and in order, so that the list keeps its
+// capacity: a fresh list regrown from empty after every prune was a
+// reallocation every few launches.
+template <typename Take>
+void take_from(std::vector<Work>& events, Take take) {
   size_t kept = 0;
-  for (auto& e : f.events) {
-    if (!e.done->is_ready()) {
-      if (&f.events[kept] != &e) f.events[kept] = std::move(e);
-      ++kept;
-    } else {
-      note_if_failed(e);
-    }
+  for (auto& e : events) {
+    if (take(e)) continue;
+    if (&events[kept] != &e) events[kept] = std::move(e);
+    ++kept;
   }
-  f.events.erase(f.events.begin() + static_cast<std::ptrdiff_t>(kept), f.events.end());
+  events.erase(events.begin() + static_cast<std::ptrdiff_t>(kept), events.end());
+}
+
+void prune_locked(InFlight& f) {
+  take_from(f.events, [](Work& e) {
+    if (!e.done->is_ready()) return false;
+    note_if_failed(e);
+    return true;
+  });
 }
 }  // namespace
 
@@ -101,17 +109,11 @@ void synchronize(int device) {
   {
     auto& f = in_flight();
     std::lock_guard<std::mutex> g(f.mu);
-    // Compacted in place: the list keeps its capacity for the next launches.
-    size_t kept = 0;
-    for (auto& e : f.events) {
-      if (device < 0 || e.device == device) {
-        waiting.push_back(std::move(e));
-      } else {
-        if (&f.events[kept] != &e) f.events[kept] = std::move(e);
-        ++kept;
-      }
-    }
-    f.events.erase(f.events.begin() + static_cast<std::ptrdiff_t>(kept), f.events.end());
+    take_from(f.events, [&](Work& e) {
+      if (device >= 0 && e.device != device) return false;
+      waiting.push_back(std::move(e));
+      return true;
+    });
   }
   // Every piece of work is waited for (none is left running behind a
   // failure), then the first failure is raised, naming its launcher.

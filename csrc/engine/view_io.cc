@@ -129,6 +129,14 @@ bool dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& 
   return true;
 }
 
+bool permuted_dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                          std::vector<int64_t>* order) {
+  if (!dense_order(sizes, strides, order)) return false;
+  for (size_t d = 0; d < order->size(); ++d)
+    if (sizes[(*order)[d]] != 1 && (*order)[d] != static_cast<int64_t>(d)) return true;
+  return false;
+}
+
 Value read_view(hlo::Builder& b, Value base, const ViewLayout& v) {
   int64_t length = base.dims()[0];
   int64_t n = v.numel();

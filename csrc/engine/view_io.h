@@ -29,6 +29,10 @@ bool covers_whole(const ViewLayout& v, int64_t length);
 // channels-last inputs has); false when they are not such a layout.
 bool dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
                  std::vector<int64_t>* order);
+// dense_order, and not row-major (size-1 dimensions aside): the layouts a new
+// result keeps instead of being made contiguous.
+bool permuted_dense_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                          std::vector<int64_t>* order);
 
 // The view's elements as a dense value of shape v.sizes.
 hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& v);
