@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from .hf_entry import HEADS, MODES, EntryTimeout, check_one, shrink  # noqa: F401 - shrink is API
+from .hf_entry import HEADS, MODES, check_one, shrink  # noqa: F401 - shrink is API
 
 CI_SUBSET = ["albert", "bart", "bert", "distilbert", "electra", "falcon", "gemma", "gpt2",
              "gpt_neo", "llama", "mistral", "mixtral", "opt", "phi", "qwen2", "qwen2_moe",
@@ -44,7 +44,7 @@ CI_SUBSET = ["albert", "bart", "bert", "distilbert", "electra", "falcon", "gemma
 COLUMNS = ["model_type", "head", "status", "logits_err", "grad_err", "seconds",
            "cpu_fallback_ops", "detail"]
 _RECYCLE = 75  # a worker's exit code for "did its share of entries, start a fresh one"
-_REARM_S = 10  # after the entry's alarm, it fires again every this many seconds
+_STACKS_S = 2  # between asking a worker for its stacks and killing it
 
 
 def _clean(x):
@@ -98,13 +98,9 @@ def _worker(args):
     k, n = args.shard
     done = {(r["model_type"], r["head"]) for r in read_table(args.out)}
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def alarm(signum, frame):
-        signal.alarm(_REARM_S)  # should anything still swallow it: again until the entry ends
-        raise EntryTimeout(f"timed out after {args.timeout}s")
-    signal.signal(signal.SIGALRM, alarm)
-    # The driver sends SIGUSR1 before killing a hung worker: every thread's Python stack
-    # goes to the log (a C-level handler, so it works while the worker is stuck in C++).
+    # The driver sends SIGUSR1 before killing a worker (an entry past --timeout, or a hang
+    # between entries): every thread's Python stack goes to the log (a C-level handler, so
+    # it works while the worker is inside C++).
     import faulthandler
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     ran = 0
@@ -120,40 +116,35 @@ def _worker(args):
         except Exception as e:  # noqa: BLE001
             cfg_err = f"config: {type(e).__name__}: {str(e)[:160]}"
         for head, cls_name in todo:
-            with open(args.current, "w") as cur:  # the driver blames this entry if we die
-                cur.write(f"{mt}\t{head}\n")
+            _set_current(args.current, f"{mt}\t{head}")  # the driver times it, and blames it if we die
             t0 = time.time()
-            timed_out = False
             if cfg_err:
                 row = {"status": "skip", "logits_err": "", "grad_err": "", "fallback": {}, "detail": cfg_err}
             else:
                 import copy
-                signal.alarm(args.timeout)
                 try:
                     row = check_one(getattr(transformers, cls_name), copy.deepcopy(cfg), args.mode,
                                     not args.no_train, args.rtol, torch, torch_tpu)
-                except EntryTimeout as e:
-                    row = {"status": "error", "logits_err": "", "grad_err": "", "fallback": {},
-                           "detail": str(e)}
-                    timed_out = True
                 except Exception as e:  # noqa: BLE001
                     row = {"status": "error", "logits_err": "", "grad_err": "", "fallback": {},
                            "detail": f"{type(e).__name__}: {str(e)[:160]}"}
-                finally:
-                    signal.alarm(0)
             _append(fd, [mt, head, row["status"], row["logits_err"], row["grad_err"],
                          f"{time.time() - t0:.1f}", ",".join(sorted(row["fallback"])), row["detail"]])
+            _set_current(args.current, "")  # between entries: no clock on us but the hang limit
             ran += 1
             print(f"[shard {k}/{n}] {mt}/{head}: {row['status']} {row['logits_err']} "
                   f"{time.time() - t0:.1f}s", file=sys.stderr, flush=True)
-            if timed_out:
-                # interrupted anywhere (inside Dynamo, a capture, a finally): the process's
-                # state is suspect, so the next entries get a fresh worker
-                return _RECYCLE
     os.close(fd)
     if os.path.exists(args.current):
         os.remove(args.current)
     return 0
+
+
+def _set_current(path, entry):
+    """The worker's current entry ("model_type\thead", or "" between entries); the file's
+    mtime is when it began."""
+    with open(path, "w") as f:
+        f.write(entry + "\n")
 
 
 # ---------------------------------------------------------------- the driver
@@ -175,11 +166,18 @@ def _worker_argv(args, k, n):
 
 
 def _run_shards(args):
-    """Keeps one worker per shard running until every shard is through; a worker that
-    crashes or hangs has its current entry recorded as an error and is restarted."""
+    """Keeps one worker per shard running until every shard is through. The driver keeps
+    the clock: a worker whose entry runs past --timeout is killed, the entry recorded as
+    timed out, and the worker restarted (it skips the entries already in the table); so
+    is a worker that crashes (the entry recorded as crashed) or hangs between entries.
+
+    The limit is not raised inside the worker: an exception thrown asynchronously (a
+    signal handler's) can land in a Python callback that PyTorch's C++ runs, such as a
+    dispatch rule looked up under Dynamo's fake tensors, and there it aborts the process
+    (pybind11 cannot carry it through a C++ frame that must not throw)."""
     n = args.jobs
     procs = {}
-    hang_after = args.timeout + 120  # past the in-process alarm: stuck outside Python
+    hang_after = max(args.timeout, 0) + 120  # no entry running and no progress: stuck
 
     def start(k):
         cur = f"{args.out}.cur{k}"
@@ -189,33 +187,52 @@ def _run_shards(args):
         procs[k] = (subprocess.Popen(_worker_argv(args, k, n) + ["--current", cur],
                                      stdout=log, stderr=log, start_new_session=True), cur, time.time())
 
-    def blame(k, what):
+    def current(k):
+        """(model_type, head) or None, and since when (the worker's start if no file yet)."""
+        _, cur, started = procs[k]
+        try:
+            with open(cur) as f:
+                fields = f.read().strip().split("\t")
+            since = max(os.path.getmtime(cur), started)
+        except FileNotFoundError:
+            return None, started
+        return (tuple(fields) if len(fields) == 2 else None), since
+
+    def blame(k, what, seconds=""):
+        entry, _ = current(k)
         cur = procs[k][1]
-        if not os.path.exists(cur):
-            return
-        with open(cur) as f:
-            mt, head = (f.read().strip().split("\t") + ["", ""])[:2]
-        os.remove(cur)
-        if mt and (mt, head) not in {(r["model_type"], r["head"]) for r in read_table(args.out)}:
+        if os.path.exists(cur):
+            os.remove(cur)
+        if entry and entry not in {(r["model_type"], r["head"]) for r in read_table(args.out)}:
             fd = os.open(args.out, os.O_WRONLY | os.O_APPEND)
-            _append(fd, [mt, head, "error", "", "", "", "", what])
+            _append(fd, [*entry, "error", "", "", seconds, "", what])
             os.close(fd)
+
+    def kill(k):
+        proc = procs[k][0]
+        os.kill(proc.pid, signal.SIGUSR1)  # its stacks into the log first
+        time.sleep(_STACKS_S)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
     for k in range(n):
         start(k)
     while procs:
-        time.sleep(1)
+        time.sleep(0.25)
         for k in list(procs):
-            proc, cur, started = procs[k]
+            proc = procs[k][0]
             rc = proc.poll()
             if rc is None:
-                since = os.path.getmtime(cur) if os.path.exists(cur) else started
-                if time.time() - max(since, started) > hang_after:
-                    os.kill(proc.pid, signal.SIGUSR1)  # its stacks into the log first
-                    time.sleep(2)
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    blame(k, f"hung: killed after {hang_after}s (stacks in {args.out}.log{k})")
+                entry, since = current(k)
+                ran = time.time() - since
+                if entry and 0 < args.timeout < ran:
+                    with open(f"{args.out}.log{k}", "a") as log:  # the stacks that follow are its
+                        log.write(f"\n{entry[0]} {entry[1]}: timed out after {args.timeout}s\n")
+                    kill(k)
+                    blame(k, f"timed out after {args.timeout}s", f"{ran:.1f}")
+                    start(k)
+                elif not entry and ran > hang_after:  # stuck starting up or between entries
+                    kill(k)
                     start(k)
                 continue
             if rc == 0:
@@ -323,7 +340,7 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="table file (default hf_coverage_<mode>.tsv)")
     p.add_argument("--fresh", action="store_true", help="start the table over instead of resuming it")
     p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
+    p.add_argument("--timeout", type=int, default=120, help="seconds per entry (0: no limit)")
     p.add_argument("--no-train", action="store_true", help="forward only")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (shards of the model types)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the workers")

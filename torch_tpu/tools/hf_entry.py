@@ -44,14 +44,6 @@ MODES = ("strict_eager", "defer_and_fuse", "compiled")
 MAX_PARAMS = 30_000_000  # larger after shrinking: an unshrunk part (reported as a skip, "size")
 
 
-class EntryTimeout(BaseException):
-    """Raised by the per-entry alarm (see hf_coverage's worker). A BaseException, as
-    KeyboardInterrupt is: the alarm lands wherever the entry happens to be, and Dynamo
-    catches Exception around most of its work, then either reports it as a compile or
-    fake-tensor error (a wrong row) or falls back and carries on past the limit, until
-    the driver killed the worker as hung (Longformer's base model on the loaded machine)."""
-
-
 def _get(cfg, key, default=None):
     """getattr that also survives attributes which refuse to be read globally (Gemma-4
     style per-layer attributes raise AmbiguousGlobalPerLayerAttributeError)."""
@@ -283,8 +275,6 @@ def check_one(cls, cfg, mode, train, rtol, torch, torch_tpu):
         feed, ref = _run_cpu(model, cfg, torch)
         if train:
             ref.float().square().mean().backward()
-    except EntryTimeout:
-        raise
     except UnsupportedInput as e:
         return dict(row, status="skip", detail=f"input: {e}")
     except Exception as e:  # noqa: BLE001
@@ -303,8 +293,6 @@ def check_one(cls, cfg, mode, train, rtol, torch, torch_tpu):
         got = out.detach().float().cpu()
         gerr = _grad_err(model, tpu_model, torch) if train else None
         torch.tpu.synchronize()
-    except EntryTimeout:
-        raise
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()  # into the worker's log (--out's .log<k>), for whoever digs in
         return dict(row, status="error", fallback=_fallbacks_since(before, torch_tpu),
