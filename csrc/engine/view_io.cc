@@ -78,20 +78,44 @@ Value structured_view(hlo::Builder& b, Value base, const ViewLayout& v) {
   }
   int64_t unit = v.strides[dims[k - 1]];
   region.push_back(unit);
+  // The view's offset as coordinates in the region: the outermost one moves the flat
+  // window by whole rows, the inner ones start the region's slice. So a view that
+  // starts inside a row (the second part of a split along an inner dimension, such as
+  // k and v of a fused qkv projection) is a slice of the base reshaped, which XLA
+  // fuses into the consumer, not a pad of the whole base (a copy) to keep an unaligned
+  // window in range. When the view overruns a row of the region from its offset, the
+  // window starts at the offset itself (and is padded if it overruns the base).
+  std::vector<int64_t> start(region.size(), 0), limit, step(region.size(), 1);
+  int64_t window = v.offset;
+  {
+    int64_t rest = v.offset % v.strides[dims[0]];
+    std::vector<int64_t> at(region.size(), 0);
+    bool fits = true;
+    for (size_t j = 1; j < k; ++j) {
+      at[j] = rest / v.strides[dims[j]];
+      rest -= at[j] * v.strides[dims[j]];
+      fits &= at[j] + v.sizes[dims[j]] <= region[j];
+    }
+    at[k] = rest;  // < unit
+    if (fits) {
+      start = at;
+      window = v.offset - v.offset % v.strides[dims[0]];
+    }
+  }
   int64_t span = v.sizes[dims[0]] * v.strides[dims[0]];
   int64_t length = base.dims()[0];
   Value flat = base;
-  if (v.offset + span > length) {
-    int64_t extra = v.offset + span - length;
+  if (window + span > length) {
+    int64_t extra = window + span - length;
     flat = b.pad(flat, b.constant_i(0, base.elem()), {0}, {extra}, {0});
   }
-  flat = b.slice(flat, {v.offset}, {v.offset + span}, {1});
+  if (window != 0 || span != length) flat = b.slice(flat, {window}, {window + span}, {1});
   Value r = b.reshape(flat, region);
-  std::vector<int64_t> start(region.size(), 0), limit, step(region.size(), 1);
-  for (size_t j = 0; j < k; ++j) limit.push_back(v.sizes[dims[j]]);
-  limit.push_back(1);
+  for (size_t j = 0; j < k; ++j) limit.push_back(start[j] + v.sizes[dims[j]]);
+  limit.push_back(start[k] + 1);
   r = b.slice(r, start, limit, step);
-  std::vector<int64_t> sorted_sizes(limit.begin(), limit.end() - 1);
+  std::vector<int64_t> sorted_sizes;
+  for (size_t j = 0; j < k; ++j) sorted_sizes.push_back(v.sizes[dims[j]]);
   r = b.reshape(r, sorted_sizes);
   // Back to the view's dimension order (among the stepping dims).
   std::vector<int64_t> order(dims.begin(), dims.end());

@@ -191,3 +191,36 @@ def test_boolean_mask_and_cpu_index():
         x[x > 8] = -1.0
         x[torch.tensor([0, 2], device=x.device), 1] += 10
     assert_same(t, c)
+
+
+def test_strided_views_with_offsets_inside_a_row():
+    """Views whose offset starts inside a row of their layout (a split's later parts,
+    narrow along an inner dim, a transposed part): every element read is the CPU's."""
+    base = torch.arange(2 * 3 * 12 * 4, dtype=torch.float32)
+    c, t = pair(base)
+    cases = [((2, 3, 4, 4), (144, 48, 4, 1), 16), ((2, 3, 4, 4), (144, 48, 4, 1), 32),
+             ((2, 4, 3, 4), (144, 4, 48, 1), 16),  # a split part, heads moved forward
+             ((2, 3, 4, 2), (144, 48, 4, 1), 18),  # inside a row of the innermost dim too
+             ((2, 2, 5, 4), (144, 48, 4, 1), 34),  # overruns its row: the window path
+             ((3, 5), (48, 4), 11), ((6,), (48,), 47), ((2, 2), (1, 144), 141)]
+    for size, stride, offset in cases:
+        assert_same(t.as_strided(size, stride, offset), c.as_strided(size, stride, offset))
+        assert_same(t.as_strided(size, stride, offset) * 2, c.as_strided(size, stride, offset) * 2)
+
+
+def test_split_parts_read_without_padding_the_base(tmp_path):
+    """q, k and v of a fused projection are slices of the reshaped base, not a pad of
+    the whole base (a copy per part) to keep an unaligned flat window in range."""
+    import torch_tpu
+    c = torch.randn(2, 5, 3 * 8)
+    t = c.to("tpu")
+    torch_tpu.debug.set_dump_dir(tmp_path)
+    try:
+        parts = [p.view(2, 5, 2, 4).transpose(1, 2) + 1 for p in t.split(8, dim=2)]
+        got = [p.cpu() for p in parts]
+    finally:
+        torch_tpu.debug.set_dump_dir(None)
+    for g, p in zip(got, c.split(8, dim=2)):
+        assert torch.equal(g, p.view(2, 5, 2, 4).transpose(1, 2) + 1)
+    programs = [f.read_text() for f in tmp_path.glob("*.mlir")]
+    assert programs and not any('"stablehlo.pad"' in p for p in programs)
