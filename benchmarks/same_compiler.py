@@ -9,7 +9,7 @@ modes), and runs them all on jaxlib's CPU client, in interleaved rounds, on the 
 inputs' shapes (floats ~N(0, 0.02), integers 0). A difference left is the program's.
 
     python benchmarks/peers.py --setup         # once: the JAX and torch_xla venvs
-    python benchmarks/same_compiler.py [--rounds 20] [--peers-dir .peers]
+    python benchmarks/same_compiler.py [--kind train|infer] [--rounds 20] [--peers-dir .peers]
 
 Programs are grouped by what they hold: the GPT's forward has 6 products per layer and
 the head's, its backward twice as many, and programs without a product (the optimizer
@@ -37,7 +37,7 @@ def dump(args, tmp):
     tmp/torch_xla."""
     ours, theirs = os.path.join(tmp, "ours"), os.path.join(tmp, "torch_xla")
     base = [sys.executable, os.path.join(HERE, "peers.py"), "--peers-dir", args.peers_dir,
-            "--kinds", "train", "--steps", "1", "--warmup", "1", "--out",
+            "--kinds", args.kind, "--steps", "1", "--warmup", "1", "--out",
             os.path.join(tmp, "steps")]
     size = sum(([f"--{k}", str(getattr(args, k))] for k in ("layers", "width", "context",
                                                              "batch")), [])
@@ -52,6 +52,8 @@ def dump(args, tmp):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kind", choices=("train", "infer"), default="train",
+                   help="peers.py's training step or its inference step (the forward alone)")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--peers-dir", default=PEERS_DIR)
     for name, default in (("layers", 4), ("width", 256), ("context", 128), ("batch", 8)):
@@ -144,9 +146,11 @@ def time_programs(ours, theirs, layers, rounds):
     print("|---|---:|---:|---:|---:|")
     for kind in ("forward", "backward"):
         cell = {pr["who"]: pr for pr in progs if kinds.get(pr["dots"]) == kind}
+        if not cell:  # the inference step has no backward
+            continue
         row = [f"{statistics.median(cell[w]['ms']):.2f}" if w in cell else "-"
                for w in ("ours", "torch_xla")]
-        n = next(iter(cell.values()))["dots"] if cell else "-"
+        n = next(iter(cell.values()))["dots"]
         params = "/".join(str(len(cell[w]["host"])) for w in ("ours", "torch_xla") if w in cell)
         print(f"| {kind} | {n} | {params} | {row[0]} | {row[1]} |")
     for pr in progs:
