@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+import gpt_bench  # (this script's directory is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS_DIR = os.path.join(ROOT, ".peers")
@@ -39,8 +41,7 @@ def dump(args, tmp):
     base = [sys.executable, os.path.join(HERE, "peers.py"), "--peers-dir", args.peers_dir,
             "--kinds", args.kind, "--steps", "1", "--warmup", "1", "--out",
             os.path.join(tmp, "steps")]
-    size = sum(([f"--{k}", str(getattr(args, k))] for k in ("layers", "width", "context",
-                                                             "batch")), [])
+    size = gpt_bench.size_argv(args)
     for mode, env in (("compiled", {"TORCH_TPU_DUMP_DIR": ours}),
                       ("xla_compiled", {"XLA_FLAGS": f"--xla_dump_to={theirs} "
                                                      "--xla_dump_hlo_as_proto"})):
@@ -56,8 +57,7 @@ def main():
                    help="peers.py's training step or its inference step (the forward alone)")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--peers-dir", default=PEERS_DIR)
-    for name, default in (("layers", 4), ("width", 256), ("context", 128), ("batch", 8)):
-        p.add_argument(f"--{name}", type=int, default=default)
+    gpt_bench.add_size_args(p)
     p.add_argument("--time", nargs=3, metavar=("OURS", "THEIRS", "LAYERS"),
                    help=argparse.SUPPRESS)  # the timing child, in the JAX venv
     args = p.parse_args()
