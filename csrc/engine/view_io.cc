@@ -88,7 +88,8 @@ Value structured_view(hlo::Builder& b, Value base, const ViewLayout& v) {
   std::vector<int64_t> start(region.size(), 0), limit, step(region.size(), 1);
   int64_t window = v.offset;
   {
-    int64_t rest = v.offset % v.strides[dims[0]];
+    const int64_t into_row = v.offset % v.strides[dims[0]];
+    int64_t rest = into_row;
     std::vector<int64_t> at(region.size(), 0);
     bool fits = true;
     for (size_t j = 1; j < k; ++j) {
@@ -99,7 +100,7 @@ Value structured_view(hlo::Builder& b, Value base, const ViewLayout& v) {
     at[k] = rest;  // < unit
     if (fits) {
       start = at;
-      window = v.offset - v.offset % v.strides[dims[0]];
+      window = v.offset - into_row;
     }
   }
   int64_t span = v.sizes[dims[0]] * v.strides[dims[0]];
