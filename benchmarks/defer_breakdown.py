@@ -17,6 +17,34 @@ import gpt_bench  # (this script's directory is on sys.path)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
+def pytorch_floor(args, ops_per_forward, calls=30):
+    """This thread's CPU time of the GPT's forward in PyTorch's own CPU eager mode,
+    per op that Defer & Fuse records for it, at a size where the kernels do almost
+    nothing (width 2 per head, 2 tokens, one thread): what the model's Python,
+    nn.Module calls, the dispatcher and autograd cost before any backend runs. The
+    recording figure above cannot go below it while ops arrive one by one through
+    PyTorch's dispatcher."""
+    import torch
+    from examples.mingpt.model import GPT, GPTConfig
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = GPTConfig(vocab_size=65, block_size=args.context, n_layer=args.layers,
+                        n_head=args.heads, n_embd=args.heads * 2)
+        model = GPT(cfg)
+        x = torch.randint(0, 65, (1, 2))
+        cpu = []
+        for i in range(calls):
+            c0 = time.thread_time()
+            model(x, x)
+            if i >= 5:
+                cpu.append(time.thread_time() - c0)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(cpu) / ops_per_forward
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--steps", type=int, default=8)
@@ -61,6 +89,10 @@ def main():
     per_op = statistics.median(c / n for c, n in zip(fwd_cpu, fwd_ops))
     print(f"{'forward recording per op':28s} {per_op * 1e6:8.2f} us (this thread's CPU time: "
           f"robust to load)")
+    floor = pytorch_floor(args, statistics.median(fwd_ops))
+    print(f"{'  PyTorch CPU eager floor':28s} {floor * 1e6:8.2f} us per recorded op (the same "
+          f"forward on the CPU at width {args.heads * 2}, 2 tokens: Python, dispatcher, autograd "
+          f"and near-empty kernels, no backend)")
     # The backend's own share: time inside the generic kernel per recorded op
     # (dispatcher, autograd and the model's Python excluded). The target of
     # issue 16 ("recording at most 3 us per op") is the plain wall figure above;
