@@ -2,9 +2,24 @@
 
 #include "aten/python_site.h"
 
+// On CPython 3.11 the thread's interpreter frames are read directly (internal
+// API, as PyTorch's Dynamo does): PyTorch's bindings release the GIL around
+// every ATen call, and the public frame API would take it back per recorded op
+// and allocate a frame object per level. Other versions use the public API.
+#include <patchlevel.h>
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define TPU_READ_INTERPRETER_FRAMES 1
+#define Py_BUILD_CORE
 #include <Python.h>
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#else
+#include <Python.h>
+#endif
 #include <frameobject.h>
 
+#include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -47,19 +62,51 @@ bool under(const std::string& file, const std::string& dir) {
 // Code objects live as long as their functions, which for the frames that
 // record ops is the program's life; the interned site keeps a reference so
 // that an address is never reused for another code object while we map it.
-const CodeSite* site_of(PyCodeObject* code) {
-  static std::unordered_map<PyCodeObject*, CodeSite> sites;  // guarded by the GIL
-  auto it = sites.find(code);
-  if (it != sites.end()) return &it->second;
+// The map has its own lock, never held while waiting for the GIL (a thread
+// holding the GIL may be waiting for the map).
+struct Sites {
+  std::mutex mu;
+  std::unordered_map<PyCodeObject*, CodeSite> map;
+};
+Sites& sites() {
+  static auto* s = new Sites();
+  return *s;
+}
+
+const CodeSite* find_site(PyCodeObject* code) {
+  // A thread's own small direct-mapped memory of the map (sites are never
+  // removed): the few code objects of a model's forward hit it without a lock.
+  thread_local std::array<std::pair<PyCodeObject*, const CodeSite*>, 64> near{};
+  auto& e = near[(reinterpret_cast<uintptr_t>(code) >> 4) % near.size()];
+  if (e.first == code) return e.second;
+  Sites& s = sites();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.map.find(code);
+  if (it == s.map.end()) return nullptr;
+  e = {code, &it->second};
+  return e.second;
+}
+
+// A code object seen for the first time; needs the GIL (reads its attributes).
+const CodeSite* add_site(PyCodeObject* code) {
   static const std::string torch_dir = package_dir("torch");
   static const std::string ours_dir = package_dir("torch_tpu");
-  CodeSite s;
-  s.code = code;
-  s.file = utf8_attr(reinterpret_cast<PyObject*>(code), "co_filename");
-  s.name = utf8_attr(reinterpret_cast<PyObject*>(code), "co_name");
-  s.user = !under(s.file, torch_dir) && !under(s.file, ours_dir);
-  Py_INCREF(code);
-  return &sites.emplace(code, std::move(s)).first->second;
+  CodeSite c;
+  c.code = code;
+  c.file = utf8_attr(reinterpret_cast<PyObject*>(code), "co_filename");
+  c.name = utf8_attr(reinterpret_cast<PyObject*>(code), "co_name");
+  c.user = !under(c.file, torch_dir) && !under(c.file, ours_dir);
+  Sites& s = sites();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto [it, added] = s.map.emplace(code, std::move(c));
+  if (added) Py_INCREF(code);
+  return &it->second;
+}
+
+// With the GIL held.
+const CodeSite* site_of(PyCodeObject* code) {
+  const CodeSite* s = find_site(code);
+  return s != nullptr ? s : add_site(code);
 }
 
 bool enabled() {
@@ -74,28 +121,49 @@ bool enabled() {
 
 PyStack PyStack::capture() {
   PyStack out;
-  if (!enabled() || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr)
-    return out;
+  if (!enabled() || !Py_IsInitialized()) return out;
+  PyThreadState* ts = PyGILState_GetThisThreadState();
+  if (ts == nullptr) return out;
   // Ops are called from Python, which holds the GIL already: then no round
   // trip through PyGILState (a tenth of the capture's cost).
   const bool held = PyGILState_Check();
   PyGILState_STATE gil{};
-  if (!held) gil = PyGILState_Ensure();
+  bool taken = false;
+#ifdef TPU_READ_INTERPRETER_FRAMES
+  // This thread's own frames: nothing else pushes or pops them while it is in
+  // C++, and the code objects live as long as their frames. The GIL is taken
+  // only for a code object seen for the first time.
+  for (_PyInterpreterFrame* f = ts->cframe == nullptr ? nullptr : ts->cframe->current_frame;
+       f != nullptr && out.count_ < kMaxFrames; f = f->previous) {
+    if (_PyFrame_IsIncomplete(f)) continue;
+    const CodeSite* site = find_site(f->f_code);
+    if (site == nullptr) {
+      if (!held && !taken) gil = PyGILState_Ensure(), taken = true;
+      site = add_site(f->f_code);
+    }
+    // The instruction offset in bytes (as PyFrame_GetLasti), not the line:
+    // finding the line scans the code's line table, which only an error
+    // message needs (format()).
+    const int lasti = _PyInterpreterFrame_LASTI(f);
+    if (site->user)
+      out.frames_[out.count_++] = {site, lasti < 0 ? -1 : lasti * int(sizeof(_Py_CODEUNIT))};
+  }
+#else
+  if (!held) gil = PyGILState_Ensure(), taken = true;
   PyFrameObject* f = PyEval_GetFrame();  // borrowed
   Py_XINCREF(f);
   while (f != nullptr && out.count_ < kMaxFrames) {
     PyCodeObject* code = PyFrame_GetCode(f);  // new reference
     const CodeSite* site = site_of(code);
     Py_DECREF(code);
-    // The instruction offset, not the line: finding the line scans the code's
-    // line table, which only an error message needs (format()).
     if (site->user) out.frames_[out.count_++] = {site, PyFrame_GetLasti(f)};
     PyFrameObject* back = PyFrame_GetBack(f);  // new reference
     Py_DECREF(f);
     f = back;
   }
   Py_XDECREF(f);
-  if (!held) PyGILState_Release(gil);
+#endif
+  if (taken) PyGILState_Release(gil);
   return out;
 }
 

@@ -286,6 +286,34 @@ def test_fused_compile_failure_names_the_op_and_its_python_stack():
     assert "AFTER: torch.Size([4])" in r.stdout                # the device still works
 
 
+def test_recorded_stack_reads_generator_and_comprehension_frames():
+    # The stack is read from the interpreter's frames without the GIL (PyTorch's
+    # bindings release it around each op): frames of a generator and of a list
+    # comprehension, pushed and popped by the interpreter in their own way, must
+    # give the same lines as a traceback would.
+    r = run_python("""
+        import torch, torch_tpu
+        torch_tpu.set_execution_mode("defer_and_fuse")
+        x = torch.randn(4, device="tpu")
+
+        def gen(t):
+            for k in range(2):
+                yield torch.sin(t + k)
+
+        ws = [w * 2 for w in gen(x)]
+        try:
+            ws[1].cpu()
+        except RuntimeError as e:
+            print("ERROR:", e)
+    """, env={"TORCH_TPU_DEBUG_FAIL_COMPILE": "stablehlo.sine"})
+    assert r.returncode == 0, r.stderr
+    err = r.stdout.split("ERROR:", 1)[1]
+    assert "(aten::sin)" in err, err
+    assert 'File "<string>", line 8, in gen' in err, err
+    assert 'File "<string>", line 10, in <listcomp>' in err, err
+    assert 'File "<string>", line 10, in <module>' in err, err
+
+
 def test_pending_tensor_sent_to_another_process_is_materialised(tmp_path):
     # Sending a tpu tensor whose value is still pending runs the graph first; the
     # receiver gets the value on its own tpu device (PJRT shares no memory
