@@ -7,12 +7,20 @@ engine's hand-over to the device thread). TORCH_TPU_COMPILE_LEAN=0 measures AOTA
 full run-time. A script, not a test.
 
     python benchmarks/compiled_host.py [--steps 30] [--layers 4 --width 256 --context 128 --batch 8]
+    python benchmarks/compiled_host.py --host-only   # the same graphs at a size that computes ~nothing
 
 The first figure is the plain one (wall, from the call to backward's return, programs
 launched and not awaited; the device was idle at the call). On the CPU plugin the device
 is this machine's cores: the forward program runs while the backward is launched, so
 the wall figure includes waiting for a core. Thread CPU times do not, and are the
 stable parts of the breakdown.
+
+Even thread CPU times rise while the programs run: the two threads share the cores'
+caches and, on SMT, the cores themselves (by ~2.5x on a 2-core machine). --host-only
+keeps the layer and head-count structure, so the graphs have the same inputs, saved
+activations, outputs and nodes, but makes every tensor tiny (width 2 per head,
+context 8, batch 1): the programs then take microseconds and the figures are the host
+path alone, as it would be beside an accelerator that does not run on the host's cores.
 """
 import argparse
 import os
@@ -31,7 +39,12 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     gpt_bench.add_size_args(p)
+    p.add_argument("--host-only", action="store_true",
+                   help="the same graphs with tiny tensors: the host path without the "
+                        "device's work on the same cores (see above)")
     args = p.parse_args()
+    if args.host_only:
+        args.width, args.context, args.batch = 2 * args.heads, 8, 1
 
     import torch
     import torch_tpu

@@ -15,6 +15,13 @@ Programs are grouped by what they hold: the GPT's forward has 6 products per lay
 the head's, its backward twice as many, and programs without a product (the optimizer
 step, the first step's state set-up, constants) are listed one by one with their
 parameter count; the optimizer's is the one with four tensors per parameter.
+
+Last, the same forward and backward programs of ours as torch_tpu runs them, on the
+CPU plugin's XLA (the xla-cpu-pjrt wheel): each compiled graph called again on the
+inputs of a training step, synchronised, in this venv. Against the jaxlib rows this
+is one program on two compilers (another XLA version and its defaults: jaxlib puts
+the products in YNNPACK fusions, the plugin runs them through Eigen); it runs in its
+own process, so it is not interleaved with them. --no-plugin skips it.
 """
 import argparse
 import os
@@ -57,6 +64,8 @@ def main():
                    help="peers.py's training step or its inference step (the forward alone)")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--peers-dir", default=PEERS_DIR)
+    p.add_argument("--no-plugin", action="store_true",
+                   help="skip timing our programs on torch_tpu's own CPU plugin")
     gpt_bench.add_size_args(p)
     p.add_argument("--time", nargs=3, metavar=("OURS", "THEIRS", "LAYERS"),
                    help=argparse.SUPPRESS)  # the timing child, in the JAX venv
@@ -70,6 +79,53 @@ def main():
         ours, theirs = dump(args, tmp)
         subprocess.run([jax_python, os.path.abspath(__file__), "--rounds", str(args.rounds),
                         "--time", ours, theirs, str(args.layers)], check=True)
+    if not args.no_plugin and args.kind == "train":
+        plugin_times(args)
+
+
+# ------------------------------------------------------------ our plugin (our venv)
+
+def plugin_times(args):
+    """Our compiled GPT's forward and backward programs as torch_tpu runs them: each
+    graph's call repeated on the inputs it had in a training step, synchronised."""
+    sys.path.insert(0, ROOT)  # examples/ (the GPT) and this checkout's torch_tpu
+    import torch
+    import torch_tpu  # noqa: F401  (the tpu device)
+    from torch_tpu.dynamo import graph_runner
+
+    model, x, y = gpt_bench.tpu_gpt_and_batch(args)
+    compiled = torch.compile(model, backend="tpu")
+    seen = {}
+    call = graph_runner.CompiledGraph.__call__
+
+    def keep(self, a):  # the graph and a copy of its argument list (the call empties it)
+        seen[self.record.kind] = (self, tuple(a))
+        return call(self, a)
+
+    graph_runner.CompiledGraph.__call__ = keep
+    try:
+        for _ in range(3):  # compiled, then called directly
+            _, loss = compiled(x, y)
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+    finally:
+        graph_runner.CompiledGraph.__call__ = call
+    ms = {}
+    for _ in range(3 + args.rounds):
+        for kind in ("forward", "backward"):
+            graph, a = seen[kind]
+            torch.tpu.synchronize()
+            t = time.perf_counter()
+            out = graph(list(a))
+            torch.tpu.synchronize()
+            ms.setdefault(kind, []).append((time.perf_counter() - t) * 1e3)
+            del out
+    print(f"\ntorch_tpu's CPU plugin (xla-cpu-pjrt), our programs; median of {args.rounds} "
+          "rounds after 3\n")
+    print("| program | ours ms |")
+    print("|---|---:|")
+    for kind in ("forward", "backward"):
+        print(f"| {kind} | {statistics.median(ms[kind][3:]):.2f} |")
 
 
 # ------------------------------------------------------------ timing (JAX venv)
