@@ -28,11 +28,9 @@ part spent in XLA's thunk executor; most of the rest is its thread pool's spinni
 headers and a C compiler; `callgrind_annotate --inclusive=yes <out file>` shows more.
 """
 import argparse
-import collections
 import ctypes
 import glob
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -41,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import gpt_bench  # noqa: E402
+from callgrind_ops import inclusive_costs  # noqa: E402
 
 # Zeroed once, switched on and off around each counted call, dumped at the end.
 HELPER = r"""
@@ -88,18 +87,6 @@ def child(args):
         step(True)
     torch.tpu.synchronize()
     cg.cg_dump()
-
-
-def inclusive(out_file):
-    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out_file],
-                          capture_output=True, text=True).stdout
-    incl = collections.Counter()
-    for line in text.splitlines():
-        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*)$", line)
-        if m:
-            incl[m.group(2)] += int(m.group(1).replace(",", ""))
-    total = re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text)
-    return incl, int(total.group(1).replace(",", "")) if total else 0
 
 
 def split(incl, total):
@@ -150,7 +137,7 @@ def main():
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers = thunks = 0
     for path in sorted(glob.glob(out + "*")):
-        incl, total = inclusive(path)
+        incl, total = inclusive_costs(path)
         if total == 0:
             continue
         # the calling thread runs the forward's Function (and the engine's CPU queue)

@@ -68,8 +68,9 @@ def child(args):
     torch.tpu.synchronize()
 
 
-def breakdown(out_file, n):
-    """(plugin, ours, rest) instructions per op from the dump's inclusive costs."""
+def inclusive_costs(out_file):
+    """({function: inclusive instructions}, program total) of one callgrind dump
+    (callgrind_compiled.py reads its dumps with this too)."""
     text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out_file],
                           capture_output=True, text=True).stdout
     incl = collections.Counter()
@@ -77,6 +78,13 @@ def breakdown(out_file, n):
         m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*)$", line)
         if m:
             incl[m.group(2)] += int(m.group(1).replace(",", ""))
+    total = re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text)
+    return incl, int(total.group(1).replace(",", "")) if total else 0
+
+
+def breakdown(out_file, n):
+    """(plugin, ours, rest) instructions per op from the dump's inclusive costs."""
+    incl, _ = inclusive_costs(out_file)
     plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
     kernel = sum(v for k, v in incl.items()
                  if k.startswith("tpu::aten::op_kernel(") or "delete_slot(void*)" in k)
