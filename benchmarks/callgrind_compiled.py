@@ -31,7 +31,6 @@ import argparse
 import ctypes
 import glob
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -39,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import gpt_bench  # noqa: E402
-from callgrind_ops import inclusive_costs  # noqa: E402
+from callgrind_ops import build_toggle, inclusive_costs, run_callgrind  # noqa: E402
 
 # Zeroed once, switched on and off around each counted call, dumped at the end.
 HELPER = r"""
@@ -122,19 +121,12 @@ def main():
     if args.child:
         return child(args)
     work = tempfile.mkdtemp(prefix="callgrind_compiled_")
-    src, lib = os.path.join(work, "toggle.c"), os.path.join(work, "libtoggle.so")
-    with open(src, "w") as f:
-        f.write(HELPER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
-    env = dict(os.environ, TORCH_TPU_CACHE="0", XLA_FLAGS="--xla_cpu_max_isa=AVX2")
+    lib = build_toggle(work, HELPER)
     out = os.path.join(work, "cg.out")
     print(f"compiled GPT fwd+bwd, {args.layers} layers x {args.heads} heads at the host-only "
           f"size, {args.steps} counted calls; outputs in {work}")
-    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__),
-                    "--child", "--steps", str(args.steps), "--helper", lib,
-                    "--layers", str(args.layers), "--heads", str(args.heads)],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_callgrind(out, [os.path.abspath(__file__), "--child", "--steps", str(args.steps),
+                        "--helper", lib, "--layers", str(args.layers), "--heads", str(args.heads)])
     workers = thunks = 0
     for path in sorted(glob.glob(out + "*")):
         incl, total = inclusive_costs(path)

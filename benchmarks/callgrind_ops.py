@@ -82,9 +82,28 @@ def inclusive_costs(out_file):
     return incl, int(total.group(1).replace(",", "")) if total else 0
 
 
-def breakdown(out_file, n):
-    """(plugin, ours, rest) instructions per op from the dump's inclusive costs."""
-    incl, _ = inclusive_costs(out_file)
+def build_toggle(work, source=HELPER):
+    """Compiles the C helper whose client requests switch callgrind on and off
+    (`source`: its functions) in `work`; returns the library's path."""
+    src, lib = os.path.join(work, "toggle.c"), os.path.join(work, "libtoggle.so")
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+    return lib
+
+
+def run_callgrind(out, argv):
+    """Runs `python argv...` under callgrind with instrumentation off until the
+    child's helper switches it on, one dump per thread under `out`. XLA's CPU code
+    is limited to AVX2 (valgrind decodes no AVX-512) and the persistent cache is off."""
+    env = dict(os.environ, TORCH_TPU_CACHE="0", XLA_FLAGS="--xla_cpu_max_isa=AVX2")
+    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                    f"--callgrind-out-file={out}", sys.executable, *argv],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def breakdown(incl, n):
+    """(plugin, ours) instructions per op from a dump's inclusive costs."""
     plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
     kernel = sum(v for k, v in incl.items()
                  if k.startswith("tpu::aten::op_kernel(") or "delete_slot(void*)" in k)
@@ -104,24 +123,17 @@ def main():
     if args.child:
         return child(args)
     work = tempfile.mkdtemp(prefix="callgrind_ops_")
-    src, lib = os.path.join(work, "toggle.c"), os.path.join(work, "libtoggle.so")
-    with open(src, "w") as f:
-        f.write(HELPER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
-    env = dict(os.environ, TORCH_TPU_CACHE="0", XLA_FLAGS="--xla_cpu_max_isa=AVX2")
+    lib = build_toggle(work)
     print(f"mode {args.mode}, {args.n} warm calls per op; outputs in {work}")
     for op in args.ops.split(","):
         out = os.path.join(work, f"cg.{op}.out")
-        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-                        f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__),
-                        "--child", op, "--n", str(args.n), "--mode", args.mode, "--helper", lib],
-                       env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_callgrind(out, [os.path.abspath(__file__), "--child", op, "--n", str(args.n),
+                            "--mode", args.mode, "--helper", lib])
         dumps = sorted(glob.glob(out + ".1-01"))  # the client request's dump, calling thread
-        text = subprocess.run(["callgrind_annotate", dumps[0]], capture_output=True, text=True).stdout
-        total = int(re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text).group(1).replace(",", ""))
+        incl, total = inclusive_costs(dumps[0])
         print(f"{op:10s} {total / args.n:10.0f} instructions per op   ({dumps[0]})")
         if args.breakdown:
-            plugin, ours = breakdown(dumps[0], args.n)
+            plugin, ours = breakdown(incl, args.n)
             rest = total / args.n - plugin - ours
             print(f"{'':10s}   plugin {plugin:8.0f}   ours {ours:8.0f}   Python+PyTorch {rest:8.0f}")
 
