@@ -21,11 +21,13 @@ each split three ways from inclusive costs:
            the graphs, the autograd engine (its per-node thread-local state, input
            validation, AccumulateGrad), tensor frees outside our deleter.
 
-The top entries of PyTorch's share are listed too. The plugin's worker threads (its
-asynchronous dispatch and the programs' execution) are summed on one line, with the
-part spent in XLA's thunk executor; most of the rest is its thread pool's spinning. XLA's CPU code is limited to AVX2
-(valgrind decodes no AVX-512) and the persistent cache is off. Needs valgrind, its
-headers and a C compiler; `callgrind_annotate --inclusive=yes <out file>` shows more.
+The plugin's largest parts (callgrind_ops.PLUGIN_PARTS) and the top entries of
+PyTorch's share are listed too. The plugin's worker threads (its asynchronous
+dispatch and the programs' execution) are summed on one line, with the part spent
+in XLA's thunk executor; most of the rest is its thread pool's spinning. XLA's CPU
+code is limited to AVX2 (valgrind decodes no AVX-512) and the persistent cache is
+off. Needs valgrind, its headers and a C compiler; `callgrind_annotate
+--inclusive=yes <out file>` shows more.
 """
 import argparse
 import ctypes
@@ -38,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import gpt_bench  # noqa: E402
-from callgrind_ops import build_toggle, inclusive_costs, run_callgrind  # noqa: E402
+from callgrind_ops import (PLUGIN_PARTS, build_toggle, inclusive_costs, named,  # noqa: E402
+                           run_callgrind)
 
 # Zeroed once, switched on and off around each counted call, dumped at the end.
 HELPER = r"""
@@ -98,15 +101,6 @@ def split(incl, total):
     return plugin, max(ours - plugin, 0), total - max(ours, plugin)
 
 
-def named(incl):
-    out = []
-    for label, prefix in NAMED:
-        v = max((v for k, v in incl.items() if prefix in k and "'" not in k), default=0)
-        if v:
-            out.append((label, v))
-    return out
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,7 +141,7 @@ def main():
         n = args.steps
         print(f"{name:24s} {total / n:10.0f} instructions per call   ({path})")
         print(f"{'':24s}   plugin {plugin / n:9.0f}   ours {ours / n:9.0f}   PyTorch {rest / n:9.0f}")
-        for label, v in named(incl):
+        for label, v in named(incl, PLUGIN_PARTS + NAMED):
             print(f"{'':24s}     {label:56s} {v / n:9.0f}")
     print(f"{'plugin worker threads':24s} {workers / args.steps:10.0f} instructions per call, "
           f"{thunks / args.steps:.0f} of them running the programs' thunks (the rest is "

@@ -16,7 +16,10 @@ compiler; `callgrind_annotate --inclusive=yes <out file>` shows where they go.
 plugin (every PJRT_* entry point it serves: the launch, buffer destruction
 ...), our kernel (op_kernel and the storage deleter, less the plugin calls in
 them; includes the PyTorch tensor creation and allocations our code asks for),
-and the rest: Python, the Python binding, the dispatcher and autograd.
+and the rest: Python, the Python binding, the dispatcher and autograd. It also
+names the plugin's largest parts (PLUGIN_PARTS): its launch, the placeholder it
+creates on every launch for each constant and thread-local buffer allocation of
+the program, and buffer destruction.
 """
 import argparse
 import collections
@@ -102,6 +105,29 @@ def run_callgrind(out, argv):
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# The PJRT plugin's parts worth naming (inclusive costs; callgrind_compiled.py lists
+# them too). XLA's CPU client makes a placeholder for each constant and each
+# thread-local allocation (the parameters and root of every reduction's region) of
+# the program on every launch, an aligned allocation each: a cost per launch that
+# grows with the program's reductions, not with its work.
+PLUGIN_PARTS = (
+    ("plugin: launches", "pjrt::PJRT_LoadedExecutable_Execute("),
+    ("plugin:   of which allocation placeholders", "xla::CpuDeviceMemory::CreateConstantMemory("),
+    ("plugin: buffer destruction", "pjrt::PJRT_Buffer_Destroy("),
+)
+
+
+def named(incl, parts):
+    """[(label, inclusive instructions)] of the entries in `parts` ((label, name
+    prefix) pairs) found in a dump's inclusive costs; recursive copies ("'2") skipped."""
+    out = []
+    for label, prefix in parts:
+        v = max((v for k, v in incl.items() if prefix in k and "'" not in k), default=0)
+        if v:
+            out.append((label, v))
+    return out
+
+
 def breakdown(incl, n):
     """(plugin, ours) instructions per op from a dump's inclusive costs."""
     plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
@@ -135,7 +161,10 @@ def main():
         if args.breakdown:
             plugin, ours = breakdown(incl, args.n)
             rest = total / args.n - plugin - ours
-            print(f"{'':10s}   plugin {plugin:8.0f}   ours {ours:8.0f}   Python+PyTorch {rest:8.0f}")
+            print(f"{'':10s}   plugin {plugin:8.0f}   ours {ours:8.0f}   "
+                  f"Python+PyTorch {rest:8.0f}")
+            for label, v in named(incl, PLUGIN_PARTS):
+                print(f"{'':10s}     {label:56s} {v / args.n:8.0f}")
 
 
 if __name__ == "__main__":
