@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import gpt_bench  # noqa: E402
 from callgrind_ops import (PLUGIN_PARTS, build_toggle, inclusive_costs, named,  # noqa: E402
-                           run_callgrind)
+                           plugin_share, run_callgrind)
 
 # Zeroed once, switched on and off around each counted call, dumped at the end.
 HELPER = r"""
@@ -93,7 +93,7 @@ def child(args):
 
 def split(incl, total):
     """(plugin, ours, PyTorch) from a thread's inclusive costs."""
-    plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
+    plugin = plugin_share(incl)
     ours = sum(v for k, v in incl.items()
                if "CompiledTraceSet::call(" in k or "delete_slot(void*)" in k)
     # the plugin's calls inside ours (launches, the frees in the deleter) are the

@@ -128,9 +128,16 @@ def named(incl, parts):
     return out
 
 
+def plugin_share(incl):
+    """The PJRT plugin's instructions in a dump's inclusive costs: every PJRT_* entry
+    point it serves, wherever it is called from (callgrind_compiled.py splits with
+    this too)."""
+    return sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
+
+
 def breakdown(incl, n):
     """(plugin, ours) instructions per op from a dump's inclusive costs."""
-    plugin = sum(v for k, v in incl.items() if k.startswith("pjrt::PJRT_"))
+    plugin = plugin_share(incl)
     kernel = sum(v for k, v in incl.items()
                  if k.startswith("tpu::aten::op_kernel(") or "delete_slot(void*)" in k)
     return plugin / n, (kernel - plugin) / n
