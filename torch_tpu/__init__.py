@@ -17,7 +17,8 @@ from . import _platform  # noqa: E402
 
 _platform_name, _plugin = _platform.select()
 # A path starting with "!" is an explanation: the runtime raises it on first use.
-_C._configure(_platform_name, _plugin, _platform.cpu_device_count(), _platform.plugin_logs())
+_C._configure(_platform_name, _plugin, _platform.cpu_device_count(), _platform.plugin_logs(),
+              _platform.keep_cpu_heap())
 _C._register()
 
 from .integrations import accelerate as _accelerate_integration  # noqa: E402

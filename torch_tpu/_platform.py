@@ -53,3 +53,20 @@ def plugin_logs():
     if level not in ("debug", "info", "warning", "error"):
         raise ValueError(f"TORCH_TPU_LOG_LEVEL must be debug, info, warning or error, got {level!r}")
     return level in ("debug", "info")
+
+
+def keep_cpu_heap():
+    """TORCH_TPU_CPU_KEEP_FREED_MEMORY=1 (the default; 0 turns it off): on the CPU plugin,
+    whose device memory is this process's heap, glibc keeps freed memory for reuse
+    instead of unmapping large blocks and emptied heaps, which every program run would
+    fault in again (csrc/engine/host_heap.h). torch.tpu.empty_cache() gives it back.
+    Off when the environment already tunes glibc's malloc (GLIBC_TUNABLES with a
+    glibc.malloc setting, or a MALLOC_*_ variable): the user's choice wins."""
+    raw = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "1").strip()
+    if raw not in ("0", "1"):
+        raise ValueError(f"TORCH_TPU_CPU_KEEP_FREED_MEMORY must be 0 or 1, got {raw!r}")
+    if raw == "0":
+        return False
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    return not any(k.startswith("MALLOC_") and k.endswith("_") for k in os.environ)

@@ -235,7 +235,9 @@ def _init_memory_limit_from_env():
 
 
 def empty_cache():
-    """Buffers are returned to PJRT as soon as their storages die: nothing is cached."""
+    """Buffers are returned to PJRT as soon as their storages die. On the CPU plugin,
+    whose device memory is this process's heap, freed memory is kept in the heap for
+    reuse (TORCH_TPU_CPU_KEEP_FREED_MEMORY); this gives it back to the system."""
     torch.accelerator.empty_cache()
 
 

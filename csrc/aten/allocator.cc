@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aten/tpu_tensor.h"
+#include "engine/host_heap.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "engine/transfer.h"
@@ -59,8 +60,9 @@ class TpuAllocator final : public c10::DeviceAllocator {
 
   // The accounting works before the PJRT client starts (everything is 0 then).
   bool initialized() override { return true; }
-  // Nothing is cached: a buffer goes back to PJRT when its storage dies.
-  void emptyCache(c10::MempoolId_t) override {}
+  // A buffer goes back to PJRT when its storage dies. On the CPU plugin freed
+  // memory stays in the process heap for reuse (engine/host_heap.h): this returns it.
+  void emptyCache(c10::MempoolId_t) override { engine::release_host_memory(); }
   // PJRT keeps a buffer alive while launched work reads it.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 

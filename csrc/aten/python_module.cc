@@ -14,6 +14,7 @@
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/device_checks.h"
+#include "engine/host_heap.h"
 #include "engine/runtime.h"
 #include "lower/registry.h"
 
@@ -93,9 +94,10 @@ PYBIND11_MODULE(_C, m) {
     tpu::aten::register_all_kernels();
   });
   m.def("_configure", [](const std::string& platform, const std::string& path, int64_t cpu_devices,
-                         bool plugin_logs) {
-    Runtime::get().configure(platform, path, cpu_devices, plugin_logs);
+                         bool plugin_logs, bool keep_cpu_heap) {
+    Runtime::get().configure(platform, path, cpu_devices, plugin_logs, keep_cpu_heap);
   });
+  m.def("_host_memory_kept", &tpu::engine::host_memory_kept);
   m.def("_initialized", [] { return Runtime::get().initialized(); });
   m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });
   m.def("_device_count", [] { return guarded([] { return Runtime::get().device_count(); }); });

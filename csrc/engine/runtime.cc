@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/host_heap.h"
 #include "pjrt/stderr_capture.h"
 
 namespace tpu::engine {
@@ -25,7 +26,7 @@ Runtime& Runtime::get() {
 Runtime::Runtime() : mem_(64) { pthread_atfork(nullptr, nullptr, on_fork_child); }
 
 void Runtime::configure(const std::string& platform, const std::string& plugin_path,
-                        int64_t cpu_device_count, bool plugin_logs) {
+                        int64_t cpu_device_count, bool plugin_logs, bool keep_cpu_heap) {
   std::lock_guard<std::mutex> g(mu_);
   if (client_) {
     if (plugin_path != plugin_path_)
@@ -37,6 +38,7 @@ void Runtime::configure(const std::string& platform, const std::string& plugin_p
   plugin_path_ = plugin_path;
   cpu_device_count_ = cpu_device_count;
   plugin_logs_ = plugin_logs;
+  keep_cpu_heap_ = keep_cpu_heap;
   init_error_.clear();
 }
 
@@ -68,7 +70,10 @@ pjrt::Client& Runtime::client() {
   try {
     auto plugin = pjrt::Plugin::load(plugin_path_);
     pjrt::ClientOptions opts;
-    if (platform_ == "cpu") opts["cpu_device_count"] = cpu_device_count_;
+    if (platform_ == "cpu") {
+      opts["cpu_device_count"] = cpu_device_count_;
+      if (keep_cpu_heap_) keep_freed_host_memory();
+    }
     client_ = pjrt::Client::create(plugin, opts);
   } catch (const pjrt::Error& e) {
     std::string logs = quiet.release();

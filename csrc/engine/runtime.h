@@ -23,9 +23,12 @@ class Runtime {
 
   // `platform`: the name the user asked for ("cpu", "tpu", "cuda" or a path);
   // `plugin_path`: the shared library; `cpu_device_count` for the CPU plugin;
-  // `plugin_logs`: let the plugin's start-up logging reach stderr.
+  // `plugin_logs`: let the plugin's start-up logging reach stderr;
+  // `keep_cpu_heap`: on the CPU plugin, keep freed host memory for reuse
+  // (engine/host_heap.h) from the client's start.
   void configure(const std::string& platform, const std::string& plugin_path,
-                 int64_t cpu_device_count, bool plugin_logs = false);
+                 int64_t cpu_device_count, bool plugin_logs = false,
+                 bool keep_cpu_heap = true);
   bool configured() const;
   bool initialized() const;
 
@@ -80,6 +83,7 @@ class Runtime {
   std::string platform_, plugin_path_;
   int64_t cpu_device_count_ = 1;
   bool plugin_logs_ = false;
+  bool keep_cpu_heap_ = true;
   std::shared_ptr<pjrt::Client> client_;
   std::string init_error_;
   bool forked_ = false;
