@@ -1,8 +1,6 @@
 """On the CPU plugin device memory is the process heap: freed memory is kept for reuse
 (csrc/engine/host_heap.h), so a loop whose buffers are larger than glibc's mmap
 threshold does not fault their pages in again on every iteration."""
-import pytest
-
 from conftest import run_python
 
 # 48 MiB buffers: above glibc's largest mmap threshold (32 MiB), so by default each one
