@@ -76,6 +76,9 @@ struct Entry {
   // Device-side checks the lowering declared; when any, the program's last
   // output is their s64[2n] flags (engine/device_checks.h).
   std::vector<lower::CheckSpec> checks;
+  // Inputs the program overwrites in place (aliased to their written output):
+  // donated at launch when nothing but their storage holds the buffer.
+  std::vector<int64_t> donatable;
   // Who launches the single-op program (the op's name), made once: a launch
   // copies the pointer, not the name.
   std::shared_ptr<const engine::LaunchOrigin> origin;

@@ -362,7 +362,8 @@ std::shared_ptr<Entry> entry_for(Call& c) {
   e->checks = std::move(em.checks);
   if (!e->have_meta || e->return_counts.empty()) e->return_counts = std::move(em.return_counts);
   std::vector<hlo::Value>& outs = em.values;
-  if (!checks.empty()) {
+  const bool in_place = c.info.lowering->in_place;
+  if (!checks.empty() && !in_place) {
     // Written storages keep their contents when a check fails; the flags go last.
     hlo::Value failed = any_failed(b, checks);
     size_t o = 0;
@@ -371,8 +372,21 @@ std::shared_ptr<Entry> entry_for(Call& c) {
       if (s.kind == OutSpec::kWrite) outs[o] = unless_failed(b, failed, params[s.input], outs[o]);
       ++o;
     }
-    outs.push_back(check_flags(b, checks));
+  } else if (in_place) {
+    // Whole-storage writes overwrite their input when the buffer can be donated
+    // (run_strict decides per launch).
+    size_t o = 0;
+    for (const OutSpec& s : e->outs) {
+      if (s.kind == OutSpec::kNone) continue;
+      if (s.kind == OutSpec::kWrite && c.inputs[s.input].kind == Input::kSlot &&
+          outs[o].type == params[s.input].type) {
+        b.donate(params[s.input], static_cast<int>(o));
+        e->donatable.push_back(static_cast<int64_t>(s.input));
+      }
+      ++o;
+    }
   }
+  if (!checks.empty()) outs.push_back(check_flags(b, checks));
   b.ret(outs);
   e->mlir = b.module_text();
   if (!c.precision_keyed && e->mlir.find("precision_config") != std::string::npos) {

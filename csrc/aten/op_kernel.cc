@@ -87,7 +87,14 @@ void run_strict(Call& c) {
   InputBuffers bufs;
   c10::SmallVector<pjrt::Buffer*, 8> raw;
   input_buffers(c, bufs, raw);
-  auto outs = engine::launch(exe, raw.data(), raw.size(), c.device, e->origin);
+  // A written input is donated (updated in place) when its storage's slot and this
+  // call hold the only references to its buffer: no clone shares it, no transfer
+  // or other argument of this call reads it.
+  std::vector<int64_t> donate;
+  for (int64_t i : e->donatable)
+    if (bufs[i].use_count() == 2) donate.push_back(i);
+  engine::metrics().donated_inputs += donate.size();
+  auto outs = engine::launch(exe, raw.data(), raw.size(), c.device, e->origin, donate);
   if (!e->checks.empty()) {
     add_entry_checks(e, outs.back(), c.device, c.info.name);
     if (engine::launch_blocking()) raise_device_check_failures(c.device);

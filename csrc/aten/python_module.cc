@@ -59,6 +59,7 @@ py::dict metrics_dict() {
   d["cache_hits"] = m.cache_hits.load();
   d["cache_misses"] = m.cache_misses.load();
   d["executions"] = m.executions.load();
+  d["donated_inputs"] = m.donated_inputs.load();
   d["bytes_to_device"] = m.bytes_to_device.load();
   d["bytes_to_host"] = m.bytes_to_host.load();
   d["cpu_fallback_ops"] = m.cpu_fallback_ops.load();

@@ -340,7 +340,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
 std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   pjrt::Buffer* const* args, size_t num_args,
                                                   int device,
-                                                  std::shared_ptr<const LaunchOrigin> origin) {
+                                                  std::shared_ptr<const LaunchOrigin> origin,
+                                                  const std::vector<int64_t>& donate) {
   const std::string& what = origin->what;
   std::vector<std::shared_ptr<pjrt::Buffer>> out;
   // Declared before the guard so that it outlives the profiler's record of it;
@@ -359,7 +360,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
   }
   try {
     std::shared_ptr<pjrt::Event> done;
-    out = exe.execute(args, num_args, device, {}, &done);
+    out = exe.execute(args, num_args, device, donate, &done);
     if (fail_execute_matches(*origin)) {
       // Fault injection (async_errors.h): the program's outputs are lost, as
       // a device fault would lose them, and its completion event carries the

@@ -50,10 +50,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   std::shared_ptr<const LaunchOrigin> origin);
 // The same with the arguments as `num_args` pointers at `args` (Strict Eager's
 // stack array of a few inputs: no list allocated per op).
+// `donate`: inputs the program may consume (aliased in it; see pjrt::Executable::execute).
 std::vector<std::shared_ptr<pjrt::Buffer>> launch(const pjrt::Executable& exe,
                                                   pjrt::Buffer* const* args, size_t num_args,
                                                   int device,
-                                                  std::shared_ptr<const LaunchOrigin> origin);
+                                                  std::shared_ptr<const LaunchOrigin> origin,
+                                                  const std::vector<int64_t>& donate = {});
 
 // Waits for every program launched so far on `device` (-1: all devices);
 // then raises the first asynchronous error (raise_async_failures).

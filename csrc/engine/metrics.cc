@@ -35,6 +35,7 @@ void Metrics::reset() {
   cache_hits = 0;
   cache_misses = 0;
   executions = 0;
+  donated_inputs = 0;
   bytes_to_device = 0;
   bytes_to_host = 0;
   cpu_fallback_ops = 0;

@@ -17,6 +17,7 @@ struct Metrics {
   std::atomic<uint64_t> cache_hits{0};         // in-memory program cache
   std::atomic<uint64_t> cache_misses{0};
   std::atomic<uint64_t> executions{0};         // PJRT executions launched
+  std::atomic<uint64_t> donated_inputs{0};     // buffers a program updated in place
   std::atomic<uint64_t> bytes_to_device{0};
   std::atomic<uint64_t> bytes_to_host{0};
   std::atomic<uint64_t> cpu_fallback_ops{0};

@@ -234,6 +234,18 @@ Value Builder::parameter(const TensorType& type, int donate_to_output) {
   return v;
 }
 
+void Builder::donate(Value param, int output) {
+  impl_->ensure_open();
+  Impl::Param* target = nullptr;
+  for (auto& p : impl_->params) {
+    if (p.id == param.id) target = &p;
+    else if (output >= 0 && p.donate == output)
+      fail("parameter", "two parameters donated to output " + std::to_string(output));
+  }
+  if (!target) fail("parameter", "donate: the value is not a parameter of this function");
+  target->donate = output;
+}
+
 int Builder::num_parameters() const { return static_cast<int>(impl_->params.size()); }
 
 void Builder::ret(const std::vector<Value>& results) {

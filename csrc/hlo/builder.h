@@ -74,6 +74,9 @@ class Builder {
   // as aliased to that result (attribute tf.aliasing_output), allowing PJRT to
   // reuse its buffer; the result must have the same type.
   Value parameter(const TensorType& type, int donate_to_output = -1);
+  // The same aliasing, decided after the parameter was made (once the caller
+  // knows which result overwrites it).
+  void donate(Value param, int output);
   int num_parameters() const;
   // Sets the function results; must be called exactly once, last.
   void ret(const std::vector<Value>& results);

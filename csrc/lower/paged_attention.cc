@@ -93,15 +93,19 @@ std::vector<Value> write_kv_cache(Ctx& c) {
   // Padding goes past the end, where scatter drops the update.
   Value pad = b.compare(s, b.splat_i(0, s.type), Cmp::LT);
   s = b.select(pad, b.splat_i(nslots, s.type), s);
+  // One scatter of 2T rows at (half, slot) index pairs: the cache keeps its layout
+  // (a scatter along its second dimension made XLA transpose the whole cache).
   Value flat = b.reshape(cache, {2, nslots, cd[3], cd[4]});
-  Value kv = b.concatenate({b.reshape(key, {1, t, cd[3], cd[4]}),
-                            b.reshape(value, {1, t, cd[3], cd[4]})}, 0);
+  Value rows = b.concatenate({key, value}, 0);  // [2T, kv_heads, head_size]
+  Value half = b.concatenate({b.splat_i(0, {ElemType::S64, {t, 1}}),
+                              b.splat_i(1, {ElemType::S64, {t, 1}})}, 0);
+  Value where = b.concatenate({half, b.reshape(b.concatenate({s, s}, 0), {2 * t, 1})}, 1);
   hlo::Builder::ScatterDims sd;
-  sd.update_window_dims = {0, 2, 3};
-  sd.inserted_window_dims = {1};
-  sd.scatter_dims_to_operand_dims = {1};
+  sd.update_window_dims = {1, 2};
+  sd.inserted_window_dims = {0, 1};
+  sd.scatter_dims_to_operand_dims = {0, 1};
   sd.index_vector_dim = 1;
-  Value out = b.scatter(flat, b.reshape(s, {t, 1}), kv, sd, nullptr);
+  Value out = b.scatter(flat, where, rows, sd, nullptr);
   return {b.reshape(out, cd)};
 }
 
@@ -235,6 +239,9 @@ std::vector<Value> paged_attention(Ctx& c) {
 
 void register_paged_attention() {
   add("tpu::write_kv_cache", write_kv_cache);
+  // A bad slot is dropped by the scatter (and raised); the others are written, so the
+  // cache is updated in place rather than copied per step.
+  update_in_place("tpu::write_kv_cache");
   add("tpu::paged_attention", paged_attention, /*static_args=*/{7});
 }
 

@@ -160,6 +160,8 @@ void add(const std::string& name, LowerFn fn, std::vector<int> static_args, bool
 
 void skip_meta(const std::string& name) { table().at("aten::" + name).skip_meta = true; }
 
+void update_in_place(const std::string& name) { table().at(name).in_place = true; }
+
 const Lowering* find(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;

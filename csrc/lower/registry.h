@@ -135,6 +135,14 @@ struct Lowering {
   // PyTorch's meta kernel for the op is unusable (it fails on valid arguments):
   // result dtypes and shapes come from the lowering's values instead.
   bool skip_meta = false;
+  // The op updates what it writes in place: Strict Eager donates the written
+  // buffer to the program when nothing else holds it (a KV cache write must not
+  // copy the cache per step). A failed device-side check then leaves the op's
+  // valid writes in place instead of undoing the whole write (the undo's select
+  // of old and new contents would need the old copy): the lowering drops the bad
+  // elements itself. Opt-in per op: buffers that alias host memory (host-staged
+  // collectives' results) must not be written in place.
+  bool in_place = false;
 };
 
 // Registers `fn` for the functional overload `name` ("aten::add.Tensor", or
@@ -145,6 +153,8 @@ void add(const std::string& name, LowerFn fn, std::vector<int> static_args = {},
 
 // Marks a registered lowering's op as having an unusable meta kernel (Lowering::skip_meta).
 void skip_meta(const std::string& name);
+// Marks a registered lowering as Lowering::in_place.
+void update_in_place(const std::string& name);
 
 const Lowering* find(const std::string& name);
 const std::unordered_map<std::string, Lowering>& all();

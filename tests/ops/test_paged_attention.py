@@ -137,6 +137,30 @@ def test_write_kv_cache_in_place_skips_padding():
     assert torch.equal(functional.cpu(), expect.view_as(kv))
 
 
+@pytest.mark.strict_only
+def test_write_kv_cache_updates_the_cache_in_place(metrics_delta):
+    """The program aliases the cache to its result, and the launch donates the cache's
+    buffer when nothing else holds it: no copy of the whole cache per step."""
+    kv = torch.zeros(2, 8, BLOCK, 2, 8).to("tpu")  # (torch.zeros on tpu may share a buffer)
+    key = torch.ones(3, 2, 8, device="tpu")
+    slots = torch.tensor([1, 9, -1], device="tpu")
+    before = kv.sum()  # an earlier reader of the buffer that is donated next
+    for step in range(3):
+        torch.ops.tpu.write_kv_cache_(kv, key * step, key * step, slots)
+    assert before.item() == 0
+    assert metrics_delta("donated_inputs") == 3
+    expect = torch.zeros(2, 8 * BLOCK, 2, 8)
+    expect[:, [1, 9]] = 2.0
+    assert torch.equal(kv.cpu(), expect.view(2, 8, BLOCK, 2, 8))
+    # Copies and views stay right: a clone keeps the old contents, a view of the
+    # storage sees the new ones.
+    snapshot = kv.clone()
+    alias = torch.empty(0, device="tpu").set_(kv.untyped_storage(), 0, kv.shape)
+    torch.ops.tpu.write_kv_cache_(kv, key * 5, key * 5, slots)
+    assert alias.cpu()[0].reshape(-1, 2, 8)[1, 0, 0] == 5.0  # a view of the storage sees it
+    assert torch.equal(snapshot.cpu(), expect.view(2, 8, BLOCK, 2, 8))
+
+
 def test_write_then_attend_under_torch_compile():
     """One decode step as a model runner writes it: cache write, then attention, compiled."""
     q_lens, ctx_lens = [1, 1], [5, 9]
