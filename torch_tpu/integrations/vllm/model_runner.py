@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from vllm.config import set_current_vllm_config
 from vllm.forward_context import set_forward_context
 from vllm.logger import init_logger
 from vllm.model_executor.layers.attention import Attention
@@ -60,7 +61,8 @@ class TpuModelRunner:
 
     # ---- set-up -------------------------------------------------------------------
     def load_model(self) -> None:
-        self.model = get_model(vllm_config=self.vllm_config)
+        with set_current_vllm_config(self.vllm_config):
+            self.model = get_model(vllm_config=self.vllm_config)
         self.model.eval()
         self.vocab_size = self.model_config.get_vocab_size()
 
@@ -81,14 +83,13 @@ class TpuModelRunner:
     def initialize_kv_cache(self, kv_cache_config) -> None:
         spec_of = {name: g.kv_cache_spec for g in kv_cache_config.kv_cache_groups
                    for name in g.layer_names}
+        # One tensor per layer (vLLM's byte layout is for kernels that view one backing
+        # allocation; ours takes each layer's cache as its own device buffer).
         caches = {}
-        for tensor in kv_cache_config.kv_cache_tensors:
-            for name in tensor.shared_by:
-                spec = spec_of[name]
-                num_blocks = tensor.size // spec.page_size_bytes
-                shape = TpuAttentionBackend.get_kv_cache_shape(
-                    num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
-                caches[name] = torch.zeros(shape, dtype=spec.dtype, device=self.device)
+        for name, spec in spec_of.items():
+            shape = TpuAttentionBackend.get_kv_cache_shape(
+                kv_cache_config.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
+            caches[name] = torch.zeros(shape, dtype=spec.dtype, device=self.device)
         self.layer_names = list(caches)
         self._page_bytes = {spec_of[n].page_size_bytes for n in caches}
         bind_kv_cache(caches, self.vllm_config.compilation_config.static_forward_context,

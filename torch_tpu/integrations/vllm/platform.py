@@ -2,10 +2,17 @@
 import torch
 from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
+from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
 import torch_tpu  # noqa: F401  (registers the device)
 
 logger = init_logger(__name__)
+
+# Attention layers look their backend up by name in vLLM's registry; ours is added
+# through its documented register_backend() for third-party backends.
+_ATTENTION = "torch_tpu.integrations.vllm.attention.TpuAttentionBackend"
+if "TORCH_TPU_PAGED" not in AttentionBackendEnum._member_map_:
+    register_backend("TORCH_TPU_PAGED", _ATTENTION)
 
 
 class TpuPlatform(Platform):
@@ -27,7 +34,7 @@ class TpuPlatform(Platform):
     def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None) -> str:
         if attn_selector_config.use_mla or attn_selector_config.use_sparse:
             raise NotImplementedError("MLA and sparse attention are not supported on tpu")
-        return "torch_tpu.integrations.vllm.attention.TpuAttentionBackend"
+        return _ATTENTION
 
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
