@@ -20,3 +20,23 @@ def llama_dir(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("tiny_llama"))
     save_model(path, "llama")
     return path
+
+
+# Small limits: few buckets, so warm-up is short (tokens 16..64, requests 1..8).
+ENGINE_ARGS = dict(dtype="float32", max_model_len=512, max_num_seqs=8,
+                   max_num_batched_tokens=64, block_size=16,
+                   kv_cache_memory_bytes=16 << 20, seed=0)
+
+
+@pytest.fixture(scope="session")
+def llm(llama_dir):
+    """One engine for the session (vLLM's in-process engine holds process-wide state)."""
+    import paged_reference
+    from vllm import LLM
+
+    paged_reference.register_if_missing()
+    return LLM(model=llama_dir, **ENGINE_ARGS)
+
+
+def runner_of(llm):
+    return llm.llm_engine.model_executor.driver_worker.worker.model_runner

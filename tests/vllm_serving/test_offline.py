@@ -5,27 +5,9 @@ pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/insta
 
 import torch  # noqa: E402
 import torch_tpu  # noqa: E402,F401
-
-import paged_reference  # noqa: E402
-
-paged_reference.register_if_missing()
-
-# Small limits: few buckets, so warm-up is short (tokens 16..64, requests 1..8).
-ENGINE_ARGS = dict(dtype="float32", max_model_len=256, max_num_seqs=8,
-                   max_num_batched_tokens=64, block_size=16,
-                   kv_cache_memory_bytes=16 << 20, seed=0)
+from conftest import runner_of  # noqa: E402
 
 PROMPTS = [[5, 17, 42], list(range(10, 60)), [7] * 9 + [100, 101], [3]]
-
-
-@pytest.fixture(scope="module")
-def llm(llama_dir):
-    from vllm import LLM
-
-    engine = LLM(model=llama_dir, **ENGINE_ARGS)
-    yield engine
-    del engine
-
 
 def _hf_greedy(model_dir, prompt, n):
     from transformers import AutoModelForCausalLM
@@ -39,7 +21,7 @@ def _hf_greedy(model_dir, prompt, n):
 
 
 def test_runs_on_tpu(llm):
-    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    runner = runner_of(llm)
     assert runner.device.type == "tpu"
     assert next(runner.model.parameters()).device.type == "tpu"
     assert runner.kv_caches[0].device.type == "tpu"

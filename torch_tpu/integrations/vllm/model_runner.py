@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch_tpu
 from vllm.config import set_current_vllm_config
 from vllm.forward_context import set_forward_context
 from vllm.logger import init_logger
@@ -251,6 +252,12 @@ class TpuModelRunner:
     def warm_up(self) -> None:
         """Runs every (token bucket, request bucket) shape once: forward, greedy and
         random sampling; afterwards a step of any size compiles nothing."""
+        # The host tier would run tiny integer ops of a new shape on the host and
+        # compile them later, after warm-up; here every op compiles now.
+        with torch_tpu.debug.host_tier(False):
+            self._warm_up_all()
+
+    def _warm_up_all(self) -> None:
         self.num_warmup_shapes = 0
         for T in self.token_buckets:
             for R in self.req_buckets:
@@ -271,9 +278,9 @@ class TpuModelRunner:
     def _warm_up_sampler(self, logits, R: int) -> None:
         from vllm.sampling_params import SamplingParams
 
-        variants = [SamplingParams(temperature=0.0),
-                    SamplingParams(temperature=0.8),
-                    SamplingParams(temperature=0.8, top_p=0.9, top_k=5)]
-        for params in variants:
-            reqs = [_Request([], [], 0, params)] * R
+        greedy, hot = SamplingParams(temperature=0.0), SamplingParams(temperature=0.8)
+        top = SamplingParams(temperature=0.8, top_p=0.9, top_k=5)
+        # All greedy, all random, and mixed batches (where() between the two) differ.
+        for variant in ([greedy], [hot], [top], [greedy, hot], [greedy, top]):
+            reqs = [_Request([], [], 0, variant[i % len(variant)]) for i in range(R)]
             self.sampler(logits, self._sampling_metadata(reqs, R)).sampled_token_ids.cpu()

@@ -63,6 +63,7 @@ class TpuWorker(WorkerBase):
         start = time.perf_counter()
         self.model_runner.warm_up()
         elapsed = time.perf_counter() - start
+        self.model_runner.warmup_seconds = elapsed
         logger.info("torch_tpu: warm-up of %d padded shapes took %.1f s",
                     self.model_runner.num_warmup_shapes, elapsed)
         set_random_seed(self.model_config.seed)
