@@ -16,6 +16,10 @@ void register_sparse_kernels(torch::Library& m);
 void register_autocast_kernels();
 // Registers the generic kernel for every lowered op and the CPU fallback.
 void register_all_kernels();
+// Registers the generic kernel for the lowered ops of namespace `ns` that are not
+// registered yet: a library that defines its ops after torch_tpu loaded (fbgemm's)
+// calls it through torch_tpu._C._register_lowered_ops(ns). Returns their names.
+std::vector<std::string> register_lowered_ops(const std::string& ns);
 
 // Grows a tpu tensor's storage to `new_nbytes` bytes (no-op when it is that
 // large already), keeping its contents (storage_resize.cc).

@@ -135,10 +135,12 @@ void for_each_op_info(const std::function<void(OpInfo&)>& fn) {
     if (info) fn(*info);
 }
 
-std::vector<c10::OperatorHandle> lowered_ops() {
+std::vector<c10::OperatorHandle> lowered_ops(const std::string& ns) {
   std::vector<c10::OperatorHandle> out;
+  const std::string prefix = ns + "::";
   for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
+    if (ns.empty() ? name.name.find("::") == std::string::npos : name.name.rfind(prefix, 0) != 0)
+      continue;
     auto h = c10::Dispatcher::singleton().findSchema(name);
     if (!h) continue;
     if (op_info(*h)) out.push_back(*h);

@@ -51,8 +51,9 @@ OpInfo* op_info(const c10::OperatorHandle& op);
 // Calls `fn` on every OpInfo made so far.
 void for_each_op_info(const std::function<void(OpInfo&)>& fn);
 
-// Every dispatcher op served by a lowering (own name, in-place or out= form).
-std::vector<c10::OperatorHandle> lowered_ops();
+// Every dispatcher op of namespace `ns` ("aten", "tpu", a library's) served by a
+// lowering (own name, in-place or out= form); every namespace when `ns` is empty.
+std::vector<c10::OperatorHandle> lowered_ops(const std::string& ns = "");
 
 std::string full_name(const c10::OperatorName& n);
 

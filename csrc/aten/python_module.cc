@@ -182,6 +182,7 @@ PYBIND11_MODULE(_C, m) {
       names.push_back(tpu::aten::full_name(op.schema().operator_name()));
     return names;
   });
+  m.def("_register_lowered_ops", &tpu::aten::register_lowered_ops);
   m.def("_lowering_names", [] {
     std::vector<std::string> names;
     for (const auto& [k, v] : tpu::lower::all()) names.push_back(k);

@@ -4,6 +4,8 @@
 #include <torch/library.h>
 
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "aten/deferred_graph.h"
@@ -51,12 +53,37 @@ const std::set<std::string>& hand_written() {
 
 }  // namespace
 
+std::vector<std::string> register_lowered_ops(const std::string& ns) {
+  // Libraries live for the whole process (they deregister when destroyed), one per
+  // namespace; an op's kernel is registered once.
+  static std::mutex mu;
+  static std::map<std::string, torch::Library*> libraries;
+  static std::set<std::string> done;
+  std::lock_guard<std::mutex> g(mu);
+  std::vector<std::string> added;
+  for (const auto& op : lowered_ops(ns)) {
+    std::string name = full_name(op.schema().operator_name());
+    if (hand_written().count(name) || done.count(name)) continue;
+    // A backend kernel on a CompositeImplicitAutograd op would bypass its
+    // decomposition under autograd: leave those to PyTorch.
+    if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    torch::Library*& lib = libraries[ns];
+    if (!lib)
+      lib = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__,
+                               __LINE__);
+    lib->impl(name.substr(ns.size() + 2).c_str(),
+              torch::CppFunction::makeFromBoxedFunction<&op_kernel>());
+    done.insert(name);
+    added.push_back(name);
+  }
+  return added;
+}
+
 void register_all_kernels() {
   static bool done = false;
   if (done) return;
   done = true;
   lower::register_all();
-  // Libraries live for the whole process (they deregister when destroyed).
   auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                  __FILE__, __LINE__);
   register_tensor_kernels(*lib);
@@ -67,15 +94,11 @@ void register_all_kernels() {
   register_repeat_interleave_kernels(*lib);
   register_complex_view_kernels(*lib);
   register_sparse_kernels(*lib);
-  for (const auto& op : lowered_ops()) {
-    std::string name = full_name(op.schema().operator_name());
-    if (hand_written().count(name)) continue;
-    // A backend kernel on a CompositeImplicitAutograd op would bypass its
-    // decomposition under autograd: leave those to PyTorch.
-    if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
-    lib->impl(name.substr(6).c_str(),
-              torch::CppFunction::makeFromBoxedFunction<&op_kernel>());
-  }
+  // Every namespace with a lowering whose ops exist now (aten, tpu; a library
+  // loaded later registers its own through register_lowered_ops).
+  std::set<std::string> namespaces;
+  for (const auto& [name, low] : lower::all()) namespaces.insert(name.substr(0, name.find("::")));
+  for (const auto& ns : namespaces) register_lowered_ops(ns);
   auto* fallback = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                       __FILE__, __LINE__);
   fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

@@ -187,6 +187,12 @@ class Builder {
   // returns one PRED (a < b in the comparator's sense).
   std::vector<Value> sort(const std::vector<Value>& inputs, int64_t dim, bool is_stable,
                           const RegionFn& comparator);
+  // stablehlo.while over the loop-carried values `init`: `cond` receives them and
+  // returns one rank-0 PRED (keep going), `body` receives them and returns their
+  // next values (same types). Pass everything the regions read as carried values:
+  // the regions must not use values defined outside them.
+  std::vector<Value> while_loop(const std::vector<Value>& init, const RegionFn& cond,
+                                const RegionFn& body);
 
   // ---- gather / scatter -----------------------------------------------------
   struct GatherDims {

@@ -1,4 +1,4 @@
-// Ops with regions: reduce, reduce_window, select_and_scatter, sort, scatter.
+// Ops with regions: reduce, reduce_window, select_and_scatter, sort, scatter, while.
 #include <algorithm>
 
 #include "hlo/builder_impl.h"
@@ -180,6 +180,17 @@ std::vector<Value> Builder::sort(const std::vector<Value>& inputs, int64_t dim, 
   std::string attrs = "dimension = " + std::to_string(dim) +
                       " : i64, is_stable = " + (is_stable ? "true" : "false");
   return impl_->emit(op, inputs, {reg}, attrs, results);
+}
+
+std::vector<Value> Builder::while_loop(const std::vector<Value>& init, const RegionFn& cond,
+                                       const RegionFn& body) {
+  const std::string op = "while";
+  if (init.empty()) fail(op, "needs at least one loop-carried value");
+  std::vector<TensorType> types;
+  for (const auto& v : init) types.push_back(v.type);
+  std::string cond_reg = impl_->region(*this, op, types, cond, {scalar_of(ElemType::PRED)});
+  std::string body_reg = impl_->region(*this, op, types, body, types);
+  return impl_->emit(op, init, {cond_reg, body_reg}, "", types);
 }
 
 Value Builder::scatter(Value operand, Value indices, Value updates, const ScatterDims& sd,

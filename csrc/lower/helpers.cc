@@ -196,6 +196,7 @@ void register_weight_norm();
 void register_upsample_linear1d();
 void register_upsample_bicubic2d();
 void register_polar();
+void register_paged_attention();  // paged_attention.cc (serving, namespace tpu)
 
 void register_all() {
   static bool done = false;
@@ -241,6 +242,7 @@ void register_all() {
   register_upsample_linear1d();
   register_upsample_bicubic2d();
   register_polar();
+  register_paged_attention();
 }
 
 }  // namespace tpu::lower

@@ -454,6 +454,29 @@ void test_sort() {
   CHECK((get<int32_t>(o[1]) == std::vector<int32_t>{1, 3, 0, 2, 4}));
 }
 
+void test_while_loop() {
+  // Sums 1..n with n a runtime parameter: the trip count is data, not structure.
+  Builder b("while");
+  Value n = b.parameter(TensorType{ElemType::S32, {}});
+  Value v = b.parameter(TensorType{ElemType::F32, {3}});
+  Value zero = b.constant_i(0, ElemType::S32);
+  auto out = b.while_loop(
+      {zero, n, v},
+      [](Builder& r, const std::vector<Value>& a) {
+        return std::vector<Value>{r.compare(a[0], a[1], Cmp::LT)};
+      },
+      [](Builder& r, const std::vector<Value>& a) {
+        Value i = r.add(a[0], r.constant_i(1, ElemType::S32));
+        Value step = r.broadcast_to(r.convert(i, ElemType::F32), {3});
+        return std::vector<Value>{i, a[1], r.add(a[2], step)};
+      });
+  b.ret({out[0], out[2]});
+  auto o = exec(b, {arr<int32_t>(ElemType::S32, {}, {4}), arr<float>(ElemType::F32, {3}, {0, 1, 2})},
+                2);
+  CHECK((get<int32_t>(o[0]) == std::vector<int32_t>{4}));
+  CHECK(near(get<float>(o[1]), {10, 11, 12}));
+}
+
 void test_rng_and_clamp() {
   Builder b("rng");
   Value st = b.parameter(TensorType{ElemType::U64, {2}});
@@ -641,6 +664,7 @@ int main(int argc, char** argv) {
       {"scatter_add_duplicates", test_scatter_add_duplicates, true},
       {"convolution", test_convolution, true},
       {"sort", test_sort, true},
+      {"while_loop", test_while_loop, true},
       {"rng_and_clamp", test_rng_and_clamp, true},
       {"fingerprint", test_fingerprint, false},
       {"type_errors", test_type_errors, false},

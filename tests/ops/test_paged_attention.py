@@ -1,0 +1,177 @@
+"""The serving ops torch.ops.tpu.write_kv_cache(_) and torch.ops.tpu.paged_attention
+(csrc/lower/paged_attention.cc) against a dense reference on the CPU: each request's
+keys and values laid out contiguously, causal attention with PyTorch's own SDPA.
+Prefill, decode and mixed batches, GQA, sliding window, soft cap, padded token and
+request counts; in Strict Eager and Defer & Fuse (parametrised by conftest), under
+torch.compile(backend="tpu"), and bad input."""
+import math
+
+import pytest
+import torch
+
+import torch_tpu
+
+BLOCK = 4
+
+
+def make_batch(q_lens, ctx_lens, heads=4, kv_heads=2, dim=8, num_blocks=24, pad_tokens=0,
+               pad_reqs=0, dtype=torch.float32, seed=0):
+    """A batch of requests r with q_lens[r] new tokens at the end of ctx_lens[r]
+    positions; blocks handed out in a shuffled order so the tables are not the identity."""
+    g = torch.Generator().manual_seed(seed)
+    max_blocks = max(math.ceil(c / BLOCK) for c in ctx_lens) + 1
+    order = torch.randperm(num_blocks, generator=g).tolist()
+    tables = torch.zeros(len(ctx_lens) + pad_reqs, max_blocks, dtype=torch.int32)
+    keys, values = [], []
+    kv_cache = torch.randn(2, num_blocks, BLOCK, kv_heads, dim, generator=g).to(dtype)
+    for r, c in enumerate(ctx_lens):
+        n = math.ceil(c / BLOCK)
+        tables[r, :n] = torch.tensor([order.pop() for _ in range(n)])
+        keys.append(kv_cache[0, tables[r, :n]].reshape(-1, kv_heads, dim)[:c])
+        values.append(kv_cache[1, tables[r, :n]].reshape(-1, kv_heads, dim)[:c])
+    total = sum(q_lens)
+    query = torch.randn(total + pad_tokens, heads, dim, generator=g).to(dtype)
+    seq_lens = torch.tensor(list(ctx_lens) + [0] * pad_reqs, dtype=torch.int32)
+    starts = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)) + [total] * pad_reqs,
+                          dtype=torch.int32)
+    return query, kv_cache, tables, seq_lens, starts, keys, values
+
+
+def reference(query, keys, values, q_lens, scale, window=-1, soft_cap=0.0):
+    """Dense causal attention per request on the CPU, in float32."""
+    outs, start = [], 0
+    for k, v, n in zip(keys, values, q_lens):
+        q = query[start:start + n].float().transpose(0, 1)  # [H, n, D]
+        k = k.float().transpose(0, 1).repeat_interleave(q.shape[0] // k.shape[1], 0)
+        v = v.float().transpose(0, 1).repeat_interleave(q.shape[0] // v.shape[1], 0)
+        c = k.shape[1]
+        pos = torch.arange(c - n, c)[:, None]
+        kv = torch.arange(c)[None, :]
+        mask = kv <= pos
+        if window > 0:
+            mask &= kv > pos - window
+        s = (q @ k.transpose(1, 2)) * scale
+        if soft_cap > 0:
+            s = soft_cap * torch.tanh(s / soft_cap)
+        s = s.masked_fill(~mask, float("-inf"))
+        outs.append((s.softmax(-1) @ v).transpose(0, 1))
+        start += n
+    return torch.cat(outs)
+
+
+def run(query, kv_cache, tables, seq_lens, starts, scale, window=-1, soft_cap=0.0):
+    dev = [t.to("tpu") for t in (query, kv_cache, tables, seq_lens, starts)]
+    return torch.ops.tpu.paged_attention(*dev, scale, window, soft_cap).cpu()
+
+
+@pytest.mark.parametrize("q_lens,ctx_lens", [
+    ([5, 3, 9], [5, 3, 9]),          # prefill of three prompts
+    ([1, 1, 1, 1], [7, 1, 13, 20]),  # decode
+    ([6, 1, 2, 1], [6, 9, 14, 4]),   # mixed: a prefill, decodes, a chunk of a longer prompt
+])
+def test_matches_dense_reference(q_lens, ctx_lens):
+    query, kv, tables, lens, starts, keys, values = make_batch(q_lens, ctx_lens)
+    scale = 0.3
+    out = run(query, kv, tables, lens, starts, scale)
+    torch.testing.assert_close(out, reference(query, keys, values, q_lens, scale),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_padded_tokens_and_requests_give_zeros_and_change_nothing():
+    q_lens, ctx_lens = [3, 1], [3, 10]
+    query, kv, tables, lens, starts, keys, values = make_batch(q_lens, ctx_lens, pad_tokens=5,
+                                                               pad_reqs=2)
+    out = run(query, kv, tables, lens, starts, 0.5)
+    torch.testing.assert_close(out[:4], reference(query, keys, values, q_lens, 0.5),
+                               rtol=1e-5, atol=1e-5)
+    assert torch.equal(out[4:], torch.zeros_like(out[4:]))
+
+
+def test_sliding_window_and_soft_cap():
+    q_lens, ctx_lens = [7, 1, 2], [7, 15, 11]
+    query, kv, tables, lens, starts, keys, values = make_batch(q_lens, ctx_lens, heads=6,
+                                                               kv_heads=3)
+    for window, cap in [(4, 0.0), (-1, 2.5), (3, 1.5)]:
+        out = run(query, kv, tables, lens, starts, 0.7, window, cap)
+        torch.testing.assert_close(out, reference(query, keys, values, q_lens, 0.7, window, cap),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_bfloat16():
+    q_lens, ctx_lens = [4, 1], [4, 9]
+    query, kv, tables, lens, starts, keys, values = make_batch(q_lens, ctx_lens,
+                                                               dtype=torch.bfloat16)
+    out = run(query, kv, tables, lens, starts, 0.35)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference(query, keys, values, q_lens, 0.35),
+                               rtol=2e-2, atol=2e-2)
+
+
+def test_scale_is_a_runtime_value(metrics_delta):
+    query, kv, tables, lens, starts, keys, values = make_batch([2, 1], [2, 6])
+    run(query, kv, tables, lens, starts, 0.1)
+    torch_tpu.synchronize()
+    compiles = metrics_delta("programs_compiled")
+    for scale in (0.2, 0.9):
+        out = run(query, kv, tables, lens, starts, scale)
+        torch.testing.assert_close(out, reference(query, keys, values, [2, 1], scale),
+                                   rtol=1e-5, atol=1e-5)
+    assert metrics_delta("programs_compiled") == compiles
+
+
+def test_write_kv_cache_in_place_skips_padding():
+    kv = torch.randn(2, 6, BLOCK, 2, 8)
+    key, value = torch.randn(5, 2, 8), torch.randn(5, 2, 8)
+    slots = torch.tensor([3, 17, -1, 0, 22])
+    expect = kv.clone().view(2, -1, 2, 8)
+    for t, s in enumerate(slots.tolist()):
+        if s >= 0:
+            expect[0, s], expect[1, s] = key[t], value[t]
+    dev = kv.to("tpu")
+    view = dev[1]  # a view of the same storage sees the write
+    torch.ops.tpu.write_kv_cache_(dev, key.to("tpu"), value.to("tpu"), slots.to("tpu"))
+    assert torch.equal(dev.cpu(), expect.view_as(kv))
+    assert torch.equal(view.cpu(), expect.view_as(kv)[1])
+    functional = torch.ops.tpu.write_kv_cache(kv.to("tpu"), key.to("tpu"), value.to("tpu"),
+                                              slots.to("tpu"))
+    assert torch.equal(functional.cpu(), expect.view_as(kv))
+
+
+def test_write_then_attend_under_torch_compile():
+    """One decode step as a model runner writes it: cache write, then attention, compiled."""
+    q_lens, ctx_lens = [1, 1], [5, 9]
+    query, kv, tables, lens, starts, keys, values = make_batch(q_lens, ctx_lens)
+    new_k, new_v = torch.randn(2, 2, 8), torch.randn(2, 2, 8)
+    slots = torch.stack([tables[0, 1] * BLOCK + 0, tables[1, 2] * BLOCK + 0]).long()
+    keys[0][4], values[0][4] = new_k[0], new_v[0]
+    keys[1][8], values[1][8] = new_k[1], new_v[1]
+
+    def step(q, cache, k, v, slot_mapping, tab, seq, qsl):
+        torch.ops.tpu.write_kv_cache_(cache, k, v, slot_mapping)
+        return torch.ops.tpu.paged_attention(q, cache, tab, seq, qsl, 0.4)
+
+    compiled = torch.compile(step, backend="tpu", fullgraph=True)
+    args = [t.to("tpu") for t in (query, kv, new_k, new_v, slots, tables, lens, starts)]
+    out = compiled(*args).cpu()
+    torch.testing.assert_close(out, reference(query, keys, values, q_lens, 0.4),
+                               rtol=1e-5, atol=1e-5)
+    assert torch.equal(args[1][0].cpu().view(-1, 2, 8)[slots], new_k)
+
+
+def test_bad_input_raises():
+    query, kv, tables, lens, starts, _, _ = make_batch([2], [2])
+    bad_tables = tables.clone()
+    bad_tables[0, 0] = 99
+    with pytest.raises(IndexError, match="out of range"):
+        run(query, kv, bad_tables, lens, starts, 1.0)
+    with pytest.raises(IndexError, match="does not fit"):
+        run(query, kv, tables, torch.tensor([400], dtype=torch.int32), starts, 1.0)
+    with pytest.raises(RuntimeError, match="kv heads"):
+        run(query[:, :3], kv, tables, lens, starts, 1.0)
+    dev = kv.to("tpu")
+    with pytest.raises(IndexError, match="slot"):
+        torch.ops.tpu.write_kv_cache_(dev, torch.zeros(1, 2, 8, device="tpu"),
+                                      torch.zeros(1, 2, 8, device="tpu"),
+                                      torch.tensor([10_000], device="tpu"))
+        dev.cpu()
+    assert torch.equal(dev.cpu(), kv)  # the failed write left the cache as it was
