@@ -36,6 +36,16 @@ class CMakeBuild(build_ext):
         # refreshes an editable install; copied to where setuptools wants it.
         target = os.path.abspath(self.get_ext_fullpath(ext.name))
         out_dir = os.path.join(ROOT, "torch_tpu")
+        if os.environ.get("TORCH_TPU_EXT_PREBUILT") == "1":
+            # A second environment with the same torch (the serving venv, .venv-vllm)
+            # reuses the extension that .venv built in-tree instead of rebuilding it.
+            built = os.path.join(out_dir, os.path.basename(target))
+            if not os.path.exists(built):
+                raise RuntimeError(f"TORCH_TPU_EXT_PREBUILT=1 but {built} is not built yet")
+            if os.path.abspath(built) != target:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(built, target)
+            return
         build_dir = os.path.join(ROOT, "build", "ext")
         os.makedirs(build_dir, exist_ok=True)
         args = [

@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# The test command: create/refresh .venv, build, then the C++ unit tests and the Python suite.
+# The test command: create/refresh .venv, build, then the C++ unit tests and the Python
+# suite; then the serving tests (tests/vllm_serving) in the serving environment .venv-vllm
+# (skipped when the arguments name test paths none of which is under tests/vllm_serving).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
 source .venv/bin/activate
 python -m pytest -q tests "$@"
+deactivate
+serving=1
+for a in "$@"; do
+  if [ -e "${a%%::*}" ]; then serving=0; fi
+done
+for a in "$@"; do
+  case "$a" in tests/vllm_serving*) serving=1 ;; esac
+done
+if [ "$serving" = 1 ]; then
+  bash scripts/install_vllm.sh
+  args=()
+  for a in "$@"; do [ -e "${a%%::*}" ] || args+=("$a"); done
+  .venv-vllm/bin/python -m pytest -q tests/vllm_serving "${args[@]}"
+fi

@@ -52,6 +52,10 @@ c10::IValue ivalue_to_meta(const c10::IValue& v) {
     return l;
   }
   if (v.isDevice() && v.toDevice().type() == kTpu) return c10::Device(c10::kMeta);
+  // Meta kernels infer shapes only; the generator is drawn from the call itself
+  // (draw_rng). PyTorch's Python metas of the samplers (torch._refs.exponential)
+  // refuse an explicit generator, which vLLM passes for seeded requests.
+  if (v.isGenerator()) return c10::IValue();
   return v;
 }
 

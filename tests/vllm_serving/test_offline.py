@@ -1,0 +1,40 @@
+"""Offline generation with vLLM on the tpu device against Transformers on the CPU."""
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/install.sh vllm)")
+
+import torch  # noqa: E402
+import torch_tpu  # noqa: E402,F401
+from conftest import runner_of  # noqa: E402
+
+PROMPTS = [[5, 17, 42], list(range(10, 60)), [7] * 9 + [100, 101], [3]]
+
+def _hf_greedy(model_dir, prompt, n):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model.generation_config.eos_token_id = None  # as ignore_eos: always n tokens
+    ids = torch.tensor([prompt])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                         do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def test_runs_on_tpu(llm):
+    runner = runner_of(llm)
+    assert runner.device.type == "tpu"
+    assert next(runner.model.parameters()).device.type == "tpu"
+    assert runner.kv_caches[0].device.type == "tpu"
+
+
+def test_greedy_matches_transformers_on_cpu(llm, llama_dir):
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    n = 12
+    params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], params,
+                        use_tqdm=False)
+    for prompt, out in zip(PROMPTS, outs):
+        got = list(out.outputs[0].token_ids)
+        assert got == _hf_greedy(llama_dir, prompt, n), prompt
