@@ -133,3 +133,52 @@ def test_fresh_process_with_cached_wrapper_finds_its_graph(tmp_path):
     second = run_python(code, env=env, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "HITS 1" in second.stdout, second.stdout
+
+
+# Transformers: generate() with a static cache compiles the decoding step on tpu. Its
+# own default for a tpu model is backend="tpu"; a CompileConfig given by the user (or by
+# Transformers' own compile tests) has the class defaults, backend "inductor" with
+# mode "reduce-overhead". Transformers' compile tests also train a torch.compile'd model.
+_LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _llamas():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cpu = transformers.LlamaForCausalLM(transformers.LlamaConfig(**_LLAMA))
+    dev = transformers.LlamaForCausalLM(transformers.LlamaConfig(**_LLAMA))
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to("tpu")
+
+
+def test_transformers_static_cache_generate_with_default_compile_config():
+    from transformers import CompileConfig
+    cpu, dev = _llamas()
+    config = CompileConfig()
+    assert config.backend == "inductor"
+    ids = torch.randint(3, 64, (2, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = cpu.eval().generate(ids, max_new_tokens=5, do_sample=False, eos_token_id=None,
+                                   cache_implementation="static")
+        got = dev.eval().generate(ids.to("tpu"), max_new_tokens=5, do_sample=False,
+                                  eos_token_id=None, cache_implementation="static",
+                                  compile_config=config)
+    assert torch.equal(got.cpu(), want)
+    recs = [r for r in torch_tpu.debug.compiled_graphs() if r["kind"] == "inductor"]
+    assert recs and sum(r["calls"] for r in recs) >= 3  # the decoding steps ran compiled
+    assert "jax" not in sys.modules
+
+
+def test_transformers_compiled_training_step_matches_cpu():
+    cpu, dev = _llamas()
+    ids = torch.randint(3, 64, (2, 8), generator=torch.Generator().manual_seed(2))
+    losses = []
+    for model, x in ((cpu, ids), (torch.compile(dev), ids.to("tpu"))):
+        out = model(input_ids=x, labels=x)
+        out.loss.backward()
+        losses.append(out.loss)
+    assert_close_cpu(losses[1].detach(), losses[0].detach(), **TOL)
+    for p, q in zip(dev.parameters(), cpu.parameters()):
+        assert_close_cpu(p.grad, q.grad, rtol=1e-4, atol=1e-4)

@@ -203,6 +203,10 @@ def _fresh(vals, placeholders):
 
 class WholeGraphPass(CustomGraphModulePass):
     def __call__(self, gm):
+        # Ours rather than the TpuInterface PyTorch ships for another TPU stack (as the
+        # "tpu" backend does); Dynamo is fully imported by the time a graph gets here.
+        from . import device_interface
+        device_interface.register()
         whole_graph(gm)
 
     def uuid(self):
