@@ -120,6 +120,42 @@ def _write_backs(graph):
     return copies
 
 
+def _sizes_needing(node, tensors, seen):
+    """For a non-tensor graph output (a dynamic-shape forward graph returns sizes for
+    its backward): checks it is arithmetic on sizes, and adds to `tensors` the computed
+    tensors whose sizes it reads (they become outputs of the graph op)."""
+    if node.op == "placeholder" or node in seen:
+        return
+    if node.op != "call_function" or isinstance(node.meta.get("val"), torch.Tensor):
+        raise NotImplementedError(
+            f"tpu: inductor graph returns a non-tensor value computed from tensor data "
+            f"({node.format_node()}); use torch.compile(backend='tpu') for this program")
+    seen.add(node)
+    if node.target is torch.ops.aten.sym_size.int:
+        x = node.args[0]
+        if x.op != "placeholder" and x not in tensors:
+            tensors.append(x)
+        return
+    for a in node.all_input_nodes:
+        _sizes_needing(a, tensors, seen)
+
+
+def _feeds(node, targets):
+    """Whether a non-tensor node is needed to compute one of `targets`."""
+    if isinstance(node.meta.get("val"), torch.Tensor) or node.op != "call_function":
+        return False
+    stack, seen = list(targets), set()
+    while stack:
+        t = stack.pop()
+        if t is node:
+            return True
+        if t in seen or isinstance(t.meta.get("val"), torch.Tensor):
+            continue
+        seen.add(t)
+        stack.extend(t.all_input_nodes)
+    return False
+
+
 def whole_graph(gm):
     """Rewrites `gm` in place into one `tpu_inductor.graph` call. Returns False (and
     leaves it as it is) when there is nothing to move."""
@@ -134,14 +170,15 @@ def whole_graph(gm):
     copies = _write_backs(g)
     # Graph outputs computed inside (placeholders and constants are returned as they
     # are), then the values written back into inputs.
-    computed = []
+    computed, sizes = [], set()
     for o in flat + [c.args[1] for c in copies]:
         if isinstance(o, torch.fx.Node) and o.op != "placeholder" and o not in computed:
-            if not isinstance(o.meta.get("val"), torch.Tensor):
-                raise NotImplementedError(
-                    f"tpu: inductor graph returns a non-tensor value ({o.format_node()}); "
-                    "use torch.compile(backend='tpu') for this program")
-            computed.append(o)
+            if isinstance(o.meta.get("val"), torch.Tensor):
+                computed.append(o)
+            else:
+                sizes.add(o)
+    for o in list(sizes):
+        _sizes_needing(o, computed, set())
 
     layout, tensor_args, int_args = [], [], []
     for p in placeholders:
@@ -166,25 +203,30 @@ def whole_graph(gm):
     dsts = [c.args[0] for c in copies]
     srcs = [c.args[1] for c in copies]
 
-    # The outer graph: placeholders, the call, one getitem per computed output.
-    out_meta = dict(out_node.meta)
-    for n in reversed(list(g.nodes)):
-        if n.op != "placeholder":
-            g.erase_node(n)
-    call = g.call_function(torch.ops.tpu_inductor.graph.default, (key, tensor_args, int_args))
-    vals = _fresh([o.meta["val"] for o in computed], placeholders)
-    call.meta["val"] = vals
+    # The outer graph: placeholders, the call, one getitem per computed output, the
+    # size outputs (recomputed from the inputs' and the op's outputs' sizes), the
+    # write-back. Built before the output node, then the old nodes are erased.
+    old = [n for n in g.nodes if n.op != "placeholder"]
+    size_nodes = [n for n in old if n in sizes or _feeds(n, sizes)]
     got = {}
-    for i, o in enumerate(computed):
-        item = g.call_function(operator.getitem, (call, i))
-        item.meta["val"] = vals[i]
-        got[o] = item
-    if copies:
-        g.call_function(torch.ops.tpu_inductor.write_back.default,
-                        (dsts, [got.get(s, s) for s in srcs]))
-    mapped = [got.get(o, o) if isinstance(o, torch.fx.Node) else o for o in flat]
-    new_out = g.output(type(outs)(mapped) if isinstance(outs, (tuple, list)) else mapped[0])
-    new_out.meta.update(out_meta)
+    with g.inserting_before(out_node):
+        call = g.call_function(torch.ops.tpu_inductor.graph.default, (key, tensor_args, int_args))
+        vals = _fresh([o.meta["val"] for o in computed], placeholders)
+        call.meta["val"] = vals
+        for i, o in enumerate(computed):
+            item = g.call_function(operator.getitem, (call, i))
+            item.meta["val"] = vals[i]
+            got[o] = item
+        for n in size_nodes:
+            got[n] = g.node_copy(n, lambda x: got.get(x, x))
+        if copies:
+            g.call_function(torch.ops.tpu_inductor.write_back.default,
+                            (dsts, [got.get(s, s) for s in srcs]))
+        mapped = [got.get(o, o) if isinstance(o, torch.fx.Node) else o for o in flat]
+        new_out = g.output(type(outs)(mapped) if isinstance(outs, (tuple, list)) else mapped[0])
+    new_out.meta.update(out_node.meta)
+    for n in reversed(old):
+        g.erase_node(n)
     g.lint()
     gm.recompile()
     return True
