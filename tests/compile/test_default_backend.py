@@ -200,3 +200,16 @@ def test_dynamic_shapes_training_matches_cpu():
         ref.square().mean().backward()
         assert_close_cpu(out, ref, **TOL)
         assert_close_cpu(dev.qkv.weight.grad, cpu.qkv.weight.grad, **TOL)
+
+
+def test_importing_torch_tpu_does_not_import_inductor():
+    # Registration waits for inductor's registry module to be imported (inductor_hook.py).
+    r = run_python("""
+        import sys, torch, torch_tpu
+        print("INDUCTOR", "torch._inductor.codegen.common" in sys.modules)
+        from torch._inductor.codegen import common
+        from torch_tpu.dynamo.inductor_backend import TpuScheduling
+        print("REGISTERED", common.get_scheduling_for_device("tpu") is TpuScheduling)
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "INDUCTOR False" in r.stdout and "REGISTERED True" in r.stdout, r.stdout

@@ -197,7 +197,11 @@ def whole_graph(gm):
     for n in g.nodes:
         if n.op != "output" and n not in copies:
             env[n] = sub.node_copy(n, lambda x: env[x])
-    sub.output(tuple(env[o] for o in computed))
+    # A constant returned as it is (inductor folds e.g. the position `iota` into one)
+    # would be a storage the program does not write, which keeps the graph from being
+    # called directly; returned as a copy it is one of the program's outputs.
+    sub.output(tuple(sub.call_function(torch.ops.aten.clone.default, (env[o],))
+                     if o.op == "get_attr" else env[o] for o in computed))
     sub_gm = torch.fx.GraphModule(gm, sub)
     key = inductor_graph_op.add(sub_gm, layout)
     dsts = [c.args[0] for c in copies]
