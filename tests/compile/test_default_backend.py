@@ -171,16 +171,39 @@ def test_transformers_static_cache_generate_with_default_compile_config():
     assert "jax" not in sys.modules
 
 
-def test_transformers_compiled_training_step_matches_cpu():
-    cpu, dev = _llamas()
-    ids = torch.randint(3, 64, (2, 8), generator=torch.Generator().manual_seed(2))
-    losses = []
-    for model, x in ((cpu, ids), (torch.compile(dev), ids.to("tpu"))):
-        out = model(input_ids=x, labels=x)
-        out.loss.backward()
-        losses.append(out.loss)
-    assert_close_cpu(losses[1].detach(), losses[0].detach(), **TOL)
-    for p, q in zip(dev.parameters(), cpu.parameters()):
+_SMALL = dict(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              head_dim=8, pad_token_id=0)
+
+
+@pytest.mark.parametrize("model_type", [
+    "llama", *(pytest.param(t, marks=pytest.mark.slow)
+               for t in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2", "cohere"))])
+def test_transformers_torch_compile_for_training(model_type):
+    """Transformers' own `test_torch_compile_for_training` (test_modeling_common.py), on
+    tpu: torch.compile(model, fullgraph=True, mode="reduce-overhead"), a padded attention
+    mask, gradients equal to eager's; here also to the CPU's."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model(model_type, **_SMALL)
+    torch.manual_seed(0)
+    cpu = transformers.AutoModelForCausalLM.from_config(cfg)
+    dev = transformers.AutoModelForCausalLM.from_config(cfg)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("tpu")
+    g = torch.Generator().manual_seed(0)
+    inputs = {"input_ids": torch.randint(1, 99, (2, 10), generator=g),
+              "attention_mask": torch.tensor([[1] * 5 + [0] * 5, [1] * 10]),
+              "position_ids": torch.arange(0, 10).unsqueeze(0),
+              "labels": torch.randint(1, 99, (2, 10), generator=g), "use_cache": False}
+    on_dev = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    cpu(**inputs).loss.backward()
+    dev(**on_dev).loss.backward()
+    eager = {n: p.grad.cpu() for n, p in dev.named_parameters()}
+    dev.zero_grad()
+    loss = torch.compile(dev, fullgraph=True, mode="reduce-overhead")(**on_dev).loss
+    loss.backward()
+    for (n, p), q in zip(dev.named_parameters(), cpu.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), eager[n], rtol=1e-4, atol=1e-4)
         assert_close_cpu(p.grad, q.grad, rtol=1e-4, atol=1e-4)
 
 
