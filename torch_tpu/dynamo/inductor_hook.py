@@ -26,8 +26,14 @@ _MODULE = "torch._inductor.codegen.common"
 
 
 def _register():
-    from . import inductor_backend
-    inductor_backend.register()
+    # A failure here must not break inductor for other devices: tpu graphs then reach
+    # PyTorch's own tpu entry, and the warning says why.
+    try:
+        from . import inductor_backend
+        inductor_backend.register()
+    except Exception as e:  # noqa: BLE001
+        import warnings
+        warnings.warn(f"torch_tpu could not register its inductor backend for tpu: {e!r}")
 
 
 class _Loader(importlib.abc.Loader):
