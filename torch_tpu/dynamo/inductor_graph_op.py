@@ -70,19 +70,29 @@ def _graph_dir():
 
 
 def add(gm, layout):
-    """Registers a graph; returns its key (stable across processes)."""
-    payload = pickle.dumps((gm, layout))
-    key = hashlib.sha256(payload).hexdigest()[:40]
+    """Registers a graph; returns its key (stable across processes). A graph that cannot
+    be pickled, or a cache directory that cannot be written, only costs the reuse of
+    inductor's cached wrapper in another process (which then says so)."""
+    try:
+        payload = pickle.dumps((gm, layout))
+    except Exception:  # noqa: BLE001  (e.g. a constant that does not pickle)
+        payload = None
+    key = hashlib.sha256(payload).hexdigest()[:40] if payload else f"mem{id(gm):x}{os.getpid()}"
     with _lock:
         if key not in _entries:
             _entries[key] = _Entry(gm, layout)
-    path = os.path.join(_graph_dir(), key + ".pkl")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
+    if payload is not None:
+        path = os.path.join(_graph_dir(), key + ".pkl")
+        try:
+            if not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(payload)
+                os.replace(tmp, path)
+        except OSError as e:
+            import warnings
+            warnings.warn(f"tpu: could not keep compiled graph {key} for later processes: {e}")
     return key
 
 
