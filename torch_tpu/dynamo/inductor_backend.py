@@ -168,8 +168,8 @@ def whole_graph(gm):
     flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
 
     copies = _write_backs(g)
-    # Graph outputs computed inside (placeholders and constants are returned as they
-    # are), then the values written back into inputs.
+    # Graph outputs computed inside (inputs and Python values are returned as they are;
+    # sizes are recomputed outside), then the values written back into inputs.
     computed, sizes = [], set()
     for o in flat + [c.args[1] for c in copies]:
         if isinstance(o, torch.fx.Node) and o.op != "placeholder" and o not in computed:
