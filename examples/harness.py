@@ -6,6 +6,8 @@ Modes on the `tpu` device:
   strict_eager    every op runs when called (its own small cached program)
   defer_and_fuse  ops are recorded and run as one fused program when a value is read
   compile         torch.compile(model, backend="tpu"): whole forward/backward graphs
+  inductor        torch.compile(model), the default backend, as a user writes it (on
+                  tpu inductor hands each graph whole to the same compiler)
 On `cpu` the first two are PyTorch's ordinary eager mode and `compile` is
 torch.compile's default backend (inductor), the baseline a CPU user would pick.
 
@@ -25,7 +27,7 @@ import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-MODES = ("strict_eager", "defer_and_fuse", "compile")
+MODES = ("strict_eager", "defer_and_fuse", "compile", "inductor")
 AMP = ("off", "bf16", "fp16")
 WARMUP = 2  # steps left out of throughput: the first compiles, the second adds optimizer state
 
@@ -81,6 +83,9 @@ def enter_mode(device, mode):
 
 def compile_model(model, device, mode):
     """The model to call: itself, or torch.compile of it in compile mode."""
+    if mode == "inductor":
+        import torch
+        return torch.compile(model)
     if mode != "compile":
         return model
     import torch

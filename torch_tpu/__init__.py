@@ -43,6 +43,10 @@ _multiprocessing._install()
 from . import distributed  # noqa: E402  (the `tpu` / `tpu_dist` process-group backend)
 
 distributed._register()
+from .dynamo import inductor_hook as _inductor_hook  # noqa: E402
+
+# torch.compile's default backend (inductor) hands tpu graphs to our compiler; see the module.
+_inductor_hook.install()
 
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(

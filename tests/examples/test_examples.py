@@ -41,6 +41,14 @@ def test_check_agrees_with_cpu(example, mode):
     assert "check: OK" in out, out
 
 
+# --mode inductor: torch.compile(model) with the default backend (docs/compile.md).
+@pytest.mark.parametrize("example", ["mingpt", *(pytest.param(e, marks=pytest.mark.slow)
+                                                 for e in TINY if e != "mingpt")])
+def test_check_agrees_with_cpu_default_backend(example):
+    out = script(example, "--check", "--check-steps", "2", "--mode", "inductor", *TINY[example])
+    assert "check: OK" in out, out
+
+
 @pytest.mark.parametrize("example,amp", [("mingpt", "bf16"), ("resnet", "fp16"), ("dlrm", "bf16"),
                                          ("unet", "bf16")])
 def test_amp_check_agrees_with_cpu_autocast(example, amp):

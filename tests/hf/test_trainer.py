@@ -171,3 +171,16 @@ def test_trainer_with_compiled_model_matches_cpu(tmp_path):
     assert t["device"] == "tpu:0"
     torch.testing.assert_close(t["losses"], c["losses"], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(t["eval_losses"], c["eval_losses"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_trainer_torch_compile_default_backend_matches_cpu(tmp_path):
+    """TrainingArguments(torch_compile=True): Accelerate compiles with "inductor", which on
+    tpu hands each graph to torch_tpu's compiler (torch_tpu/dynamo/inductor_backend.py)."""
+    opts = {"max_steps": 3, "eval_steps": 3}
+    tpu = _start(tmp_path / "tpu", dict(opts, torch_compile=True))
+    cpu = _start(tmp_path / "cpu", dict(opts, use_cpu=True), env=CPU_ONLY)
+    (t, _), (c, _) = _finish(tpu), _finish(cpu)
+    assert t["device"] == "tpu:0"
+    torch.testing.assert_close(t["losses"], c["losses"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(t["eval_losses"], c["eval_losses"], rtol=1e-4, atol=1e-4)
