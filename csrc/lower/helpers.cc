@@ -250,6 +250,7 @@ void register_all() {
   register_fft();
   register_grad_scaler();
   register_rnn_cells();
+  register_scaled_mm();
   register_bucketize();
   register_weight_norm();
   register_upsample_linear1d();

@@ -109,5 +109,7 @@ void register_fft();
 void register_grad_scaler();
 // rnn_cells.cc (the fused LSTM/GRU cells behind nn.LSTM / nn.GRU).
 void register_rnn_cells();
+// scaled_mm.cc (torch._scaled_mm, the float8 matrix product).
+void register_scaled_mm();
 
 }  // namespace tpu::lower
