@@ -101,6 +101,7 @@ def test_mixed_and_fnuz_operands():
     check(a, b, torch.tensor(1.5), torch.tensor(0.5), out_dtype=torch.bfloat16)
 
 
+@pytest.mark.strict_only
 def test_compiled():
     def f(a, b, sa, sb, bias):
         return torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16)
