@@ -212,3 +212,15 @@ def test_compiled_cast_round_trip():
     got = torch.compile(quantize, backend="tpu")(x.to("tpu"), scale.to("tpu"))
     assert_same_bits(got[0], want[0])
     assert torch.equal(got[1].cpu(), want[1])
+
+
+@pytest.mark.slow
+@pytest.mark.strict_only
+def test_every_float32_bit_pattern():
+    # All 2^32 float32 values into each float8 type, bit for bit (about 3 minutes).
+    n = 1 << 24
+    for c in range(256):
+        x = torch.arange(c * n, (c + 1) * n, dtype=torch.int64).to(torch.int32).view(torch.float32)
+        d = x.to("tpu")
+        for dtype in F8:
+            assert torch.equal(bits(d.to(dtype)), x.to(dtype).view(torch.uint8)), (dtype, c)
