@@ -11,6 +11,7 @@
 #include "aten/tpu_tensor.h"
 #include "engine/view_io.h"
 #include "lower/checks.h"
+#include "lower/helpers.h"
 
 namespace tpu::aten {
 
@@ -272,7 +273,7 @@ Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& 
     s.kind = OutSpec::kNew;
     s.dtype = have_meta ? meta[k].dtype : lower::to_scalar_type(v.elem());
     s.sizes = have_meta ? meta[k].sizes : v.dims();
-    v = b.convert(v, lower::to_elem(s.dtype));
+    v = lower::cast_result(b, v, lower::to_elem(s.dtype));
     if (v.dims() != s.sizes) v = b.broadcast_to(v, s.sizes);
     if (have_meta) v = to_meta_layout(b, v, meta[k], s);
     int64_t n = 1;
@@ -295,7 +296,7 @@ Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& 
       base = params[input];
       if (base.elem() != elem) base = reinterpret(b, base, elem, info.name);
     }
-    hlo::Value v = b.convert(results[n_returns + m], elem);
+    hlo::Value v = lower::cast_result(b, results[n_returns + m], elem);
     if (v.dims() != t.layout.sizes) v = b.broadcast_to(v, t.layout.sizes);
     base = engine::write_view(b, base, t.layout, v);
     bool found = false;

@@ -32,6 +32,10 @@ PJRT_Buffer_Type to_pjrt(ElemType t) {
     case ElemType::F64: return PJRT_Buffer_Type_F64;
     case ElemType::C64: return PJRT_Buffer_Type_C64;
     case ElemType::C128: return PJRT_Buffer_Type_C128;
+    case ElemType::F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case ElemType::F8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case ElemType::F8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case ElemType::F8E5M2FNUZ: return PJRT_Buffer_Type_F8E5M2FNUZ;
   }
   throw std::invalid_argument("unknown element type");
 }
@@ -53,6 +57,10 @@ ElemType from_pjrt(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F64: return ElemType::F64;
     case PJRT_Buffer_Type_C64: return ElemType::C64;
     case PJRT_Buffer_Type_C128: return ElemType::C128;
+    case PJRT_Buffer_Type_F8E4M3FN: return ElemType::F8E4M3FN;
+    case PJRT_Buffer_Type_F8E5M2: return ElemType::F8E5M2;
+    case PJRT_Buffer_Type_F8E4M3FNUZ: return ElemType::F8E4M3FNUZ;
+    case PJRT_Buffer_Type_F8E5M2FNUZ: return ElemType::F8E5M2FNUZ;
     default: break;
   }
   throw std::invalid_argument("unsupported PJRT buffer type " + std::to_string(int(t)));

@@ -19,14 +19,36 @@
 
 namespace tpu::hlo {
 
-enum class ElemType { PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
+enum class ElemType {
+  PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128,
+  // The float8 formats PyTorch and XLA share (fn: no infinities; fnuz: no
+  // infinities, no negative zero, one NaN 0x80).
+  F8E4M3FN, F8E5M2, F8E4M3FNUZ, F8E5M2FNUZ
+};
 
 const char* mlir_name(ElemType t);  // "i1", "i8", ..., "ui8", "f16", "bf16", "f32", "complex<f32>"
-bool is_float(ElemType t);          // F16, BF16, F32, F64
+bool is_float(ElemType t);          // F16, BF16, F32, F64 and the float8 types
+bool is_float8(ElemType t);         // F8E4M3FN, F8E5M2, F8E4M3FNUZ, F8E5M2FNUZ
 bool is_complex(ElemType t);
 bool is_signed_int(ElemType t);     // S*
 bool is_unsigned_int(ElemType t);   // U* (PRED excluded)
 int bit_width(ElemType t);          // PRED -> 1 ... C128 -> 128
+
+// A float8 format and the float32 -> float8 rounding rule PyTorch's casts follow
+// (c10's fp8*_from_fp32_value): round to nearest even, then on overflow
+// e4m3fn saturates to +-448 (infinities too), e5m2 goes to +-inf and the fnuz
+// types to their NaN 0x80; NaN stays NaN (fn/e5m2 keep its sign), and the fnuz
+// types have no -0. XLA's own convert overflows e4m3fn to NaN instead, so
+// lowerings round through these rules (csrc/lower/float8.cc) rather than convert.
+struct Float8Format {
+  int mant_bits;      // 3 or 2
+  int bias;           // exponent bias
+  bool fnuz;          // no -0, NaN = 0x80
+  uint8_t max_code;   // largest finite magnitude's bits
+  enum Overflow { kSaturate, kInf, kNaN } overflow;
+};
+Float8Format float8_format(ElemType t);  // throws for a non-float8 type
+uint8_t float8_bits(float f, ElemType t);  // the rule above on the host (constants)
 
 struct TensorType {
   ElemType elem = ElemType::F32;

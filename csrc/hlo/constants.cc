@@ -93,6 +93,7 @@ std::string real_literal(double f, ElemType t) {
     }
     return hex(double_bits(f), 16);
   }
+  if (is_float8(t)) return hex(float8_bits(static_cast<float>(f), t), 2);
   int eb = 8, mb = 23;
   if (t == ElemType::F16) eb = 5, mb = 10;
   if (t == ElemType::BF16) eb = 8, mb = 7;

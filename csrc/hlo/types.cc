@@ -24,12 +24,21 @@ const char* mlir_name(ElemType t) {
     case ElemType::F64: return "f64";
     case ElemType::C64: return "complex<f32>";
     case ElemType::C128: return "complex<f64>";
+    case ElemType::F8E4M3FN: return "f8E4M3FN";
+    case ElemType::F8E5M2: return "f8E5M2";
+    case ElemType::F8E4M3FNUZ: return "f8E4M3FNUZ";
+    case ElemType::F8E5M2FNUZ: return "f8E5M2FNUZ";
   }
   return "?";
 }
 
 bool is_float(ElemType t) {
-  return t == ElemType::F16 || t == ElemType::BF16 || t == ElemType::F32 || t == ElemType::F64;
+  return t == ElemType::F16 || t == ElemType::BF16 || t == ElemType::F32 || t == ElemType::F64 ||
+         is_float8(t);
+}
+bool is_float8(ElemType t) {
+  return t == ElemType::F8E4M3FN || t == ElemType::F8E5M2 || t == ElemType::F8E4M3FNUZ ||
+         t == ElemType::F8E5M2FNUZ;
 }
 bool is_complex(ElemType t) { return t == ElemType::C64 || t == ElemType::C128; }
 bool is_signed_int(ElemType t) {
@@ -43,6 +52,8 @@ int bit_width(ElemType t) {
   switch (t) {
     case ElemType::PRED: return 1;
     case ElemType::S8: case ElemType::U8: return 8;
+    case ElemType::F8E4M3FN: case ElemType::F8E5M2: case ElemType::F8E4M3FNUZ:
+    case ElemType::F8E5M2FNUZ: return 8;
     case ElemType::S16: case ElemType::U16: case ElemType::F16: case ElemType::BF16: return 16;
     case ElemType::S32: case ElemType::U32: case ElemType::F32: return 32;
     case ElemType::S64: case ElemType::U64: case ElemType::F64: case ElemType::C64: return 64;

@@ -1,5 +1,7 @@
 #include "lower/helpers.h"
 
+#include <cmath>
+
 #include <c10/util/Exception.h>
 
 #include <limits>
@@ -7,7 +9,7 @@
 namespace tpu::lower {
 
 ElemType opmath(ElemType t) {
-  return (t == ElemType::F16 || t == ElemType::BF16) ? ElemType::F32 : t;
+  return (t == ElemType::F16 || t == ElemType::BF16 || hlo::is_float8(t)) ? ElemType::F32 : t;
 }
 
 Value dot_acc(hlo::Builder& b, Value x, Value y, const std::vector<int64_t>& lhs_batch,
@@ -73,6 +75,11 @@ c10::ScalarType result_type(const Ctx& c, const std::vector<size_t>& args) {
 
 Value cast(hlo::Builder& b, Value v, ElemType t) {
   if (v.elem() == t) return v;
+  // PyTorch converts to and from float8 through float32 (c10's Float8 types
+  // hold only a float constructor and a float conversion): a double rounds to
+  // float first, an integer converts to float first.
+  if (hlo::is_float8(t)) return float8_from_f32(b, cast(b, v, ElemType::F32), t);
+  if (hlo::is_float8(v.elem())) return cast(b, b.convert(v, ElemType::F32), t);
   if (hlo::is_complex(v.elem()) && !hlo::is_complex(t)) v = b.unary("real", v);
   if (t == ElemType::PRED && !hlo::is_complex(v.elem())) {
     return b.compare(v, zeros_like(b, v), hlo::Cmp::NE);
@@ -129,6 +136,13 @@ Value reduce_impl(hlo::Builder& b, Value v, const std::vector<int64_t>& dims_in,
 }  // namespace
 
 Value extreme_value(hlo::Builder& b, ElemType t, bool high) {
+  if (hlo::is_float8(t) && hlo::float8_format(t).fnuz) {
+    // No infinities (and -inf would round to their NaN): the largest finite value.
+    const hlo::Float8Format f = hlo::float8_format(t);
+    const int mant = f.max_code & ((1 << f.mant_bits) - 1), exp = f.max_code >> f.mant_bits;
+    const double mx = std::ldexp(1.0 + std::ldexp(mant, -f.mant_bits), exp - f.bias);
+    return b.constant_f(high ? mx : -mx, t);
+  }
   if (hlo::is_float(t))
     return b.constant_f((high ? 1 : -1) * std::numeric_limits<double>::infinity(), t);
   if (t == ElemType::PRED) return b.constant_i(high ? 1 : 0, t);
@@ -237,6 +251,7 @@ void register_all() {
   register_fft();
   register_grad_scaler();
   register_rnn_cells();
+  register_scaled_mm();
   register_bucketize();
   register_weight_norm();
   register_upsample_linear1d();

@@ -29,6 +29,13 @@ c10::ScalarType result_type(const Ctx& c, const std::vector<size_t>& args);
 
 // Converts and broadcasts `v` to `t` and `dims`.
 Value cast(hlo::Builder& b, Value v, ElemType t);
+
+// float32 -> float8 type t with PyTorch's rounding, saturation and NaN rules
+// (hlo::Float8Format), as integer ops on the bits (float8.cc).
+Value float8_from_f32(hlo::Builder& b, Value f32, ElemType t);
+// A lowering's result brought to its output dtype: convert, except that
+// float8 on either side goes through cast's float8 rules.
+Value cast_result(hlo::Builder& b, Value v, ElemType t);
 Value bcast(hlo::Builder& b, Value v, const std::vector<int64_t>& dims);
 
 // Brings a and b to a common shape and element type `t`.
@@ -102,5 +109,7 @@ void register_fft();
 void register_grad_scaler();
 // rnn_cells.cc (the fused LSTM/GRU cells behind nn.LSTM / nn.GRU).
 void register_rnn_cells();
+// scaled_mm.cc (torch._scaled_mm, the float8 matrix product).
+void register_scaled_mm();
 
 }  // namespace tpu::lower

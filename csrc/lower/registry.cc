@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "lower/helpers.h"
+
 namespace tpu::lower {
 
 using hlo::ElemType;
@@ -23,11 +25,15 @@ hlo::ElemType to_elem(c10::ScalarType t) {
     case c10::ScalarType::Double: return ElemType::F64;
     case c10::ScalarType::ComplexFloat: return ElemType::C64;
     case c10::ScalarType::ComplexDouble: return ElemType::C128;
+    case c10::ScalarType::Float8_e4m3fn: return ElemType::F8E4M3FN;
+    case c10::ScalarType::Float8_e5m2: return ElemType::F8E5M2;
+    case c10::ScalarType::Float8_e4m3fnuz: return ElemType::F8E4M3FNUZ;
+    case c10::ScalarType::Float8_e5m2fnuz: return ElemType::F8E5M2FNUZ;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "the tpu device does not support dtype ", t,
                    "; supported: bool, uint8/16/32/64, int8/16/32/64, float16, bfloat16, "
-                   "float32, float64, complex64, complex128");
+                   "float32, float64, complex64, complex128, float8_e4m3fn/e5m2/e4m3fnuz/e5m2fnuz");
 }
 
 c10::ScalarType to_scalar_type(hlo::ElemType t) {
@@ -47,6 +53,10 @@ c10::ScalarType to_scalar_type(hlo::ElemType t) {
     case ElemType::F64: return c10::ScalarType::Double;
     case ElemType::C64: return c10::ScalarType::ComplexFloat;
     case ElemType::C128: return c10::ScalarType::ComplexDouble;
+    case ElemType::F8E4M3FN: return c10::ScalarType::Float8_e4m3fn;
+    case ElemType::F8E5M2: return c10::ScalarType::Float8_e5m2;
+    case ElemType::F8E4M3FNUZ: return c10::ScalarType::Float8_e4m3fnuz;
+    case ElemType::F8E5M2FNUZ: return c10::ScalarType::Float8_e5m2fnuz;
   }
   return c10::ScalarType::Undefined;
 }
@@ -81,7 +91,7 @@ hlo::Value Ctx::scalar(size_t i, hlo::ElemType t) const {
   TORCH_CHECK(a.kind == Arg::kScalar, schema_.name(), ": argument ", i, " is not a scalar");
   hlo::Value v = a.scalar;
   if (hlo::is_complex(v.elem()) && !hlo::is_complex(t)) v = b.unary("real", v);
-  return b.convert(v, t);
+  return hlo::is_float8(t) ? cast(b, v, t) : b.convert(v, t);
 }
 
 std::vector<hlo::Value> Ctx::scalar_list(size_t i, hlo::ElemType t) const {
@@ -89,7 +99,7 @@ std::vector<hlo::Value> Ctx::scalar_list(size_t i, hlo::ElemType t) const {
   TORCH_CHECK(a.kind == Arg::kScalarList, schema_.name(), ": argument ", i,
               " is not a scalar list");
   std::vector<hlo::Value> out;
-  for (const auto& v : a.scalars) out.push_back(b.convert(v, t));
+  for (const auto& v : a.scalars) out.push_back(hlo::is_float8(t) ? cast(b, v, t) : b.convert(v, t));
   return out;
 }
 

@@ -202,6 +202,27 @@ void test_constants() {
   CHECK(text.find("dense<0x7F800000> : tensor<f32>") != std::string::npos);
 }
 
+void test_float8_constants() {
+  // float8 constants print as their bits, rounded as PyTorch's casts round.
+  CHECK(float8_bits(1.0f, ElemType::F8E4M3FN) == 0x38);
+  CHECK(float8_bits(500.0f, ElemType::F8E4M3FN) == 0x7E);    // saturates at 448
+  CHECK(float8_bits(-INFINITY, ElemType::F8E4M3FN) == 0xFE);
+  CHECK(float8_bits(-NAN, ElemType::F8E4M3FN) == 0xFF);
+  CHECK(float8_bits(61440.0f, ElemType::F8E5M2) == 0x7C);     // rounds up to inf
+  CHECK(float8_bits(57344.0f, ElemType::F8E5M2) == 0x7B);
+  CHECK(float8_bits(3 * 0x1p-10f, ElemType::F8E4M3FN) == 0x02);  // subnormal ties to even
+  CHECK(float8_bits(0x1p-10f, ElemType::F8E4M3FN) == 0x00);
+  CHECK(float8_bits(-0.0f, ElemType::F8E4M3FNUZ) == 0x00);    // fnuz: no -0
+  CHECK(float8_bits(250.0f, ElemType::F8E4M3FNUZ) == 0x80);   // fnuz overflow: NaN
+  CHECK(float8_bits(1e-40f, ElemType::F8E5M2FNUZ) == 0x00);
+  Builder b("f8");
+  b.ret({b.constant_f(500.0, ElemType::F8E4M3FN), b.constant_f(-0.0, ElemType::F8E5M2)});
+  const std::string text = b.module_text();
+  CHECK(text.find("dense<0x7E> : tensor<f8E4M3FN>") != std::string::npos);
+  CHECK(text.find("dense<0x80> : tensor<f8E5M2>") != std::string::npos);
+  CHECK(bit_width(ElemType::F8E5M2FNUZ) == 8 && is_float(ElemType::F8E4M3FN));
+}
+
 void test_empty_and_signature() {
   // Zero-element constants and a function without parameters or results compile.
   Builder b("empty");
@@ -667,6 +688,7 @@ int main(int argc, char** argv) {
       {"while_loop", test_while_loop, true},
       {"rng_and_clamp", test_rng_and_clamp, true},
       {"fingerprint", test_fingerprint, false},
+      {"float8_constants", test_float8_constants, false},
       {"type_errors", test_type_errors, false},
       {"unknown_op_names", test_unknown_op_names, false},
   };
