@@ -62,7 +62,37 @@ def _create_backend(opts, backend_options):
     gloo.options.group_name = opts.group_id
     gloo._set_sequence_number_for_group()
     backend = _C._distributed.TpuBackend(gloo, opts.group_rank, opts.group_size, timeout)
-    return backend
+    return _group_with_default(opts, backend, gloo)
+
+
+def _group_with_default(opts, backend, gloo):
+    """The whole ProcessGroup for a tpu group, with our backend as its default.
+
+    Why not return just the backend: PyTorch 2.13's `_new_process_group_helper`
+    picks a group's *default* backend type without looking at which backends it
+    registers. For `init_process_group()` (backend "undefined", which also
+    `init_device_mesh("tpu", ...)` uses) it is hard-coded to NCCL if the config
+    names nccl, else GLOO, while our backend is registered under the type
+    CUSTOM. The group then has no backend of its default type, so everything
+    that asks for the default backend (DDP's logger in
+    `set_construction_data_and_log`, sequence numbers, `pg._get_backend_name()`)
+    raises "Could not find backend type 1 for Process Group with name gloo";
+    collectives still work because they pick the backend by tensor device.
+    A creator may instead return a complete ProcessGroup, which PyTorch then
+    uses as the group (its extension path for Python process groups), so the
+    default is ours whatever the spelling. It also serves CPU tensors through
+    the same Gloo transport, so "cpu:gloo,tpu:tpu" keeps working unchanged (the
+    Gloo PyTorch built for "cpu" before calling us is dropped) and plain
+    `init_process_group()` handles CPU tensors as a "cpu:gloo" group would.
+    Upstream pytorch/pytorch#189193 (default type chosen among the registered
+    backends) makes this unnecessary; returning the backend alone then works.
+    """
+    from torch.distributed import ProcessGroup
+    pg = ProcessGroup(opts.store, opts.group_rank, opts.group_size)
+    pg._register_backend(torch.device("tpu"), ProcessGroup.BackendType.CUSTOM, backend)
+    pg._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
+    pg._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+    return pg
 
 
 def is_registered():
