@@ -11,6 +11,7 @@ The backend is a C++ c10d.Backend (torch_tpu._C._distributed.TpuBackend). Its
 transport today is host staging: pending Defer & Fuse work is flushed, tensors
 are copied to the host, PyTorch's Gloo runs the collective on a process group
 built on the same store, and the results are copied back into the tpu tensors.
+The same Gloo serves the group's CPU tensors.
 
 Each process uses one tpu device: its LOCAL_RANK where the client has several
 devices per host, device 0 of its own client on the CPU plugin (a process
