@@ -85,8 +85,13 @@ def _group_with_default(opts, backend, gloo):
     the same Gloo transport, so "cpu:gloo,tpu:tpu" keeps working unchanged (the
     Gloo PyTorch built for "cpu" before calling us is dropped) and plain
     `init_process_group()` handles CPU tensors as a "cpu:gloo" group would.
-    Upstream pytorch/pytorch#189193 (default type chosen among the registered
-    backends) makes this unnecessary; returning the backend alone then works.
+    The upstream change that makes this unnecessary: choosing the default type
+    among the backends the group registers (pytorch/pytorch#189193, for XPU's
+    same failure); with it, returning the backend alone works again.
+    What PyTorch sets on the group it built before calling us is not carried
+    over: `init_process_group(device_id=...)` leaves `bound_device_id` None (no
+    eager connect; our backend does not split anyway), and
+    TORCH_DISTRIBUTED_DEBUG=DETAIL does not wrap the group.
     """
     from torch.distributed import ProcessGroup
     pg = ProcessGroup(opts.store, opts.group_rank, opts.group_size)
