@@ -70,3 +70,36 @@ def test_ray_names_exist():
     assert "TPU_DIST" in dist.Backend._plugins
     manager = TPUTorchDeviceManager()
     assert manager.is_available() and manager.get_devices() == [torch.device("tpu")]
+
+
+CPU_WORKERS = """
+import tempfile, ray, torch
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
+def train_fn(config):
+    import ray.train, ray.train.torch, torch.distributed as dist
+    model = ray.train.torch.prepare_model(torch.nn.Linear(4, 2),
+                                          move_to_device=torch.device("tpu"))
+    model(torch.ones(3, 4, device="tpu")).sum().backward()
+    print("CPU_WORKERS", dist.get_rank(), next(model.parameters()).device.type,
+          ray.train.torch.get_device().type, dist.get_backend(), flush=True)
+
+ray.init(num_cpus=3, include_dashboard=False)
+r = TorchTrainer(train_fn, scaling_config=ScalingConfig(num_workers=2),
+                 torch_config=TorchConfig(backend="tpu"),
+                 run_config=RunConfig(storage_path=tempfile.mkdtemp())).fit()
+assert r.error is None, r.error
+"""
+
+
+@pytest.mark.slow
+def test_default_trainer_with_cpu_workers_places_on_tpu_itself():
+    """Ray Train's default (V2) trainer with CPU workers: docs/ray.md's fallback.
+    get_device() says cpu there (Ray decides it from the worker's resources)."""
+    p = subprocess.run([sys.executable, "-c", CPU_WORKERS], capture_output=True, text=True,
+                       timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-8000:]
+    for rank in (0, 1):
+        assert f"CPU_WORKERS {rank} tpu cpu tpu" in out, out[-8000:]
