@@ -11,6 +11,7 @@ The backend is a C++ c10d.Backend (torch_tpu._C._distributed.TpuBackend). Its
 transport today is host staging: pending Defer & Fuse work is flushed, tensors
 are copied to the host, PyTorch's Gloo runs the collective on a process group
 built on the same store, and the results are copied back into the tpu tensors.
+The same Gloo serves the group's CPU tensors.
 
 Each process uses one tpu device: its LOCAL_RANK where the client has several
 devices per host, device 0 of its own client on the CPU plugin (a process
@@ -62,7 +63,42 @@ def _create_backend(opts, backend_options):
     gloo.options.group_name = opts.group_id
     gloo._set_sequence_number_for_group()
     backend = _C._distributed.TpuBackend(gloo, opts.group_rank, opts.group_size, timeout)
-    return backend
+    return _group_with_default(opts, backend, gloo)
+
+
+def _group_with_default(opts, backend, gloo):
+    """The whole ProcessGroup for a tpu group, with our backend as its default.
+
+    Why not return just the backend: PyTorch 2.13's `_new_process_group_helper`
+    picks a group's *default* backend type without looking at which backends it
+    registers. For `init_process_group()` (backend "undefined", which also
+    `init_device_mesh("tpu", ...)` uses) it is hard-coded to NCCL if the config
+    names nccl, else GLOO, while our backend is registered under the type
+    CUSTOM. The group then has no backend of its default type, so everything
+    that asks for the default backend (DDP's logger in
+    `set_construction_data_and_log`, sequence numbers, `pg._get_backend_name()`)
+    raises "Could not find backend type 1 for Process Group with name gloo";
+    collectives still work because they pick the backend by tensor device.
+    A creator may instead return a complete ProcessGroup, which PyTorch then
+    uses as the group (its extension path for Python process groups), so the
+    default is ours whatever the spelling. It also serves CPU tensors through
+    the same Gloo transport, so "cpu:gloo,tpu:tpu" keeps working unchanged (the
+    Gloo PyTorch built for "cpu" before calling us is dropped) and plain
+    `init_process_group()` handles CPU tensors as a "cpu:gloo" group would.
+    The upstream change that makes this unnecessary: choosing the default type
+    among the backends the group registers (pytorch/pytorch#189193, for XPU's
+    same failure); with it, returning the backend alone works again.
+    What PyTorch sets on the group it built before calling us is not carried
+    over: `init_process_group(device_id=...)` leaves `bound_device_id` None (no
+    eager connect; our backend does not split anyway), and
+    TORCH_DISTRIBUTED_DEBUG=DETAIL does not wrap the group.
+    """
+    from torch.distributed import ProcessGroup
+    pg = ProcessGroup(opts.store, opts.group_rank, opts.group_size)
+    pg._register_backend(torch.device("tpu"), ProcessGroup.BackendType.CUSTOM, backend)
+    pg._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
+    pg._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+    return pg
 
 
 def is_registered():

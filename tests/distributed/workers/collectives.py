@@ -90,7 +90,10 @@ def main():
         assert type(backend).__name__ == "TpuBackend", type(backend)
         assert dist.get_backend() == "tpu"
         assert backend.transport.startswith("host-staged"), backend.transport
-        assert dist.distributed_c10d._get_pg_default_device() == torch.device("tpu")
+        # A tpu group serves CPU tensors too (its Gloo transport), so, as for
+        # PyTorch's "cpu:gloo,cuda:nccl", object collectives use the CPU.
+        assert set(pg._device_types) == {torch.device("tpu"), torch.device("cpu")}
+        assert dist.distributed_c10d._get_object_coll_device() == "cpu"
         named = dist.new_group(list(range(world)), group_desc="my_subgroup")
         assert named.group_desc == "my_subgroup", named.group_desc
         assert named._get_backend(TPU).name() == "tpu"
