@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def run(tmp_path, *args, timeout=240):
+def run(tmp_path, *args, timeout=600):
     env = dict(os.environ, RAY_TRAIN_V2_ENABLED="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
     try:
