@@ -161,7 +161,6 @@ def _backward_op(fwd):
     gradient per primal (zeros for integer and boolean primals)."""
     jax = fwd._jax
     n = len(fwd._tensor_names)
-    names = [n for n, _ in fwd._statics]
 
     def bwd(*args, **statics):
         primals, cts = args[:n], args[n:]
@@ -182,7 +181,6 @@ def _backward_op(fwd):
 
     tensor_names = list(fwd._tensor_names) + [f"grad_{i}" for i in range(fwd._num_outputs)]
     ns, name = _common.split_name(fwd.qualname)
-    del names
     return JaxOp(f"{ns}::{name}_backward", bwd, tensor_names, fwd._statics, n,
                  differentiable=False)
 
