@@ -16,6 +16,8 @@
 #include "engine/device_checks.h"
 #include "engine/host_heap.h"
 #include "engine/runtime.h"
+#include "hlo/call_module.h"
+#include "lower/custom_kernel.h"
 #include "lower/registry.h"
 
 namespace tpu::aten {
@@ -184,6 +186,21 @@ PYBIND11_MODULE(_C, m) {
     return names;
   });
   m.def("_register_lowered_ops", &tpu::aten::register_lowered_ops);
+  // Custom kernels (torch_tpu/kernels): a registry lowering that inlines a
+  // StableHLO module, and the modules it picks from by call signature.
+  m.def("_register_custom_kernel", &tpu::lower::add_custom_kernel);
+  m.def("_add_custom_kernel_variant", &tpu::lower::add_custom_kernel_variant);
+  m.def("_custom_kernel_variants", &tpu::lower::custom_kernel_variants);
+  // [(element type "f32", [dims...]) ...] of @main's parameters and results.
+  m.def("_stablehlo_signature", [](const std::string& text) {
+    auto sig = tpu::hlo::module_signature(text);
+    auto conv = [](const std::vector<tpu::hlo::TensorType>& ts) {
+      std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+      for (const auto& t : ts) out.emplace_back(tpu::hlo::mlir_name(t.elem), t.dims);
+      return out;
+    };
+    return py::make_tuple(conv(sig.params), conv(sig.results));
+  });
   m.def("_lowering_names", [] {
     std::vector<std::string> names;
     for (const auto& [k, v] : tpu::lower::all()) names.push_back(k);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "hlo/builder_impl.h"
+#include "hlo/call_module.h"
 
 namespace tpu::hlo {
 
@@ -291,7 +292,8 @@ std::string Builder::module_text() const {
   }
   s += ret_types + ") {\n" + m.body;
   s += m.results.empty() ? "    return\n" : "    return " + ret_names + " : " + ret_types + "\n";
-  s += "  }\n}\n";
+  // Functions of modules the body calls (call_module.h): custom kernels.
+  s += "  }\n" + called_functions(m.body) + "}\n";
   m.text = s;
   return s;
 }

@@ -14,6 +14,7 @@
 
 #include "../cpp_check.h"
 #include "hlo/builder.h"
+#include "hlo/call_module.h"
 #include "pjrt_runner.h"
 
 using namespace tpu::hlo;
@@ -255,6 +256,45 @@ void test_generic_and_bf16() {
   CHECK(near(get<float>(o[1]), {std::cbrt(1.1f), 2, 3}));
   CHECK((get<uint16_t>(o[2]) == std::vector<uint16_t>{0x3F80, 0x4000, 0xC040}));
   CHECK(near(get<float>(o[3]), {1.5f, 2.5f, -2.5f}));
+}
+
+// A JAX-style module (attributes, a private helper) inlined twice: appended once.
+void test_call_module() {
+  const std::string m = R"(module @jit_f attributes {mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%arg0: tensor<3xf32> {mhlo.sharding = "{replicated}"}, %arg1: tensor<3xf32>) -> (tensor<3xf32> {jax.result_info = "result"}) {
+    %0 = call @relu(%arg0) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.multiply %0, %arg1 : tensor<3xf32> loc(#loc2)
+    return %1 : tensor<3xf32>
+  }
+  func.func private @relu(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<3xf32>
+    %0 = stablehlo.maximum %arg0, %cst : tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+})";
+  Builder b("call");
+  Value x = b.parameter(TensorType{ElemType::F32, {3}});
+  Value y = b.parameter(TensorType{ElemType::F32, {3}});
+  Value r = call_module(b, m, {x, y})[0];
+  Value r2 = call_module(b, m, {r, y})[0];
+  b.ret({r2});
+  const std::string text = b.module_text();
+  size_t funcs = 0;
+  for (size_t p = text.find("func.func private @k_"); p != std::string::npos;
+       p = text.find("func.func private @k_", p + 1))
+    ++funcs;
+  CHECK(funcs == 2);  // @main and @relu of the module, once each
+  CHECK(text.find("mhlo.sharding") == std::string::npos);
+  auto o = exec(b, {arr<float>(ElemType::F32, {3}, {-1, 2, 3}),
+                    arr<float>(ElemType::F32, {3}, {2, 2, -1})}, 1);
+  // relu(relu(x) * y) * y
+  CHECK(near(get<float>(o[0]), {0, 8, 0}));
+  CHECK_THROWS(call_module(b, m, {x}), "call_module: @main takes 2 arguments");
+  Builder c("bad");
+  Value z = c.parameter(TensorType{ElemType::F32, {4}});
+  CHECK_THROWS(call_module(c, m, {z, z}), "call_module: argument 0 of @main has type");
+  CHECK(module_signature(m).results.at(0) == (TensorType{ElemType::F32, {3}}));
+  CHECK_THROWS(parse_tensor_type("tensor<?x3xf32>"), "'tensor<?x3xf32>': dynamic");
 }
 
 void test_donation() {
@@ -676,6 +716,7 @@ int main(int argc, char** argv) {
       {"empty_and_signature", test_empty_and_signature, true},
       {"generic_and_bf16", test_generic_and_bf16, true},
       {"donation", test_donation, true},
+      {"call_module", test_call_module, true},
       {"shape", test_shape, true},
       {"slicing", test_slicing, true},
       {"dot", test_dot, true},
