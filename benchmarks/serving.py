@@ -162,8 +162,7 @@ def main():
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     s = settings(args.quick)
-    model_dir = args.model_dir or os.path.join(tempfile.gettempdir(),
-                                               f"torch_tpu_serving_bench_{s['size']}")
+    model_dir = args.model_dir or common.default_dir(s["size"])
 
     if args.row:
         for k, v in _env_for(args.row).items():

@@ -15,8 +15,9 @@ SIZES = {
     # ~100M parameters (embeddings 2 x 24.6M, 12 layers x 6.3M).
     "full": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  num_key_value_heads=12, intermediate_size=2048, vocab_size=32000),
-    "quick": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, intermediate_size=128, vocab_size=512),
+    # head_dim 64: vLLM's CPU attention has no kernel for smaller heads.
+    "quick": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=2, intermediate_size=256, vocab_size=512),
 }
 
 
@@ -41,6 +42,14 @@ def save_model(path: str, size: str, seed: int = 0) -> None:
                                       tie_word_embeddings=False, torch_dtype="float32")
     torch.manual_seed(seed)
     transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+
+
+def default_dir(size: str) -> str:
+    import tempfile
+
+    c = SIZES[size]
+    return os.path.join(tempfile.gettempdir(), f"torch_tpu_serving_{size}_h{c['hidden_size']}"
+                        f"_l{c['num_hidden_layers']}_a{c['num_attention_heads']}")
 
 
 def prompt_ids(i: int, length: int, vocab: int) -> list[int]:

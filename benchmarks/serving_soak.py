@@ -42,8 +42,7 @@ def main():
     import httpx
 
     size = "quick" if args.quick else "full"
-    model_dir = args.model_dir or os.path.join(tempfile.gettempdir(),
-                                               f"torch_tpu_serving_bench_{size}")
+    model_dir = args.model_dir or common.default_dir(size)
     common.save_model(model_dir, size)
     vocab = common.SIZES[size]["vocab_size"]
     prompts = [common.prompt_ids(i, 8 + i % 24, vocab) for i in range(args.prompts)]
