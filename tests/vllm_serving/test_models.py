@@ -38,13 +38,8 @@ _SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", [
-    "qwen3",
-    # vLLM's unquantized MoE method is set up per platform (CUDA/CPU/XPU kernels); the
-    # tpu platform does not provide one yet.
-    pytest.param("qwen3_moe", marks=pytest.mark.xfail(
-        reason="fused MoE has no tpu implementation yet", strict=True)),
-])
+# qwen3_moe runs through our MoE method (integrations/vllm/fused_moe.py).
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3_moe"])
 def test_greedy_matches_transformers(arch):
     code = _SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)), arch=arch)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0")

@@ -38,3 +38,19 @@ def test_greedy_matches_transformers_on_cpu(llm, llama_dir):
     for prompt, out in zip(PROMPTS, outs):
         got = list(out.outputs[0].token_ids)
         assert got == _hf_greedy(llama_dir, prompt, n), prompt
+
+
+def test_kv_cache_writes_are_donated(llm):
+    """Each layer's cache write reuses the cache's buffer (no copy of the cache per step):
+    the runner holds one reference per cache, so Strict Eager donates it every time."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    runner = runner_of(llm)
+    before = torch_tpu.debug.metrics()["donated_inputs"]
+    steps = 5  # one prefill, then a decode step per token after the first
+    llm.generate([TokensPrompt(prompt_token_ids=[5, 6, 7])],
+                 SamplingParams(temperature=0.0, max_tokens=steps, ignore_eos=True),
+                 use_tqdm=False)
+    donated = torch_tpu.debug.metrics()["donated_inputs"] - before
+    assert donated >= len(runner.kv_caches) * steps, donated

@@ -23,6 +23,7 @@ from vllm.v1.sample.metadata import SamplingMetadata
 from vllm.v1.sample.sampler import Sampler
 from vllm.v1.worker.utils import bind_kv_cache
 
+from . import fused_moe  # noqa: F401  (registers the MoE method for out-of-tree platforms)
 from .attention import TpuAttentionBackend, TpuAttentionMetadata
 from .buckets import bucket_for, power_of_two_buckets
 
