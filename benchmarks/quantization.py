@@ -122,7 +122,11 @@ def main():
         fn = run_training_row if args.one.endswith("_train") else run_inference_row
         print("RESULT " + json.dumps(fn(args, args.one)))
         return
-    passthrough = [a for a in sys.argv[1:] if not a.startswith("--rows")]
+    passthrough, skip = [], False  # the command line less --rows (each child gets --one)
+    for a in sys.argv[1:]:
+        if not skip and not a.startswith("--rows"):
+            passthrough.append(a)
+        skip = a == "--rows"
     print(f"Llama width {args.width} depth {args.depth} vocab {args.vocab}; prompt {args.prompt}, "
           f"{args.new_tokens} new tokens, {args.rounds} rounds; training batch {args.batch}x{args.seq}")
     results = []
