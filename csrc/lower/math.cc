@@ -326,6 +326,11 @@ void register_math() {
   add("bitwise_right_shift.Tensor", shift(false));
   add("__lshift__.Tensor", shift(true));
   add("__rshift__.Tensor", shift(false));
+  // Shifts by a Python number (packed int4 unpacking: `q >> 4`, `q << 4`).
+  add("bitwise_left_shift.Tensor_Scalar", shift(true));
+  add("bitwise_right_shift.Tensor_Scalar", shift(false));
+  add("__lshift__.Scalar", shift(true));
+  add("__rshift__.Scalar", shift(false));
 }
 
 }  // namespace tpu::lower

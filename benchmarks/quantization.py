@@ -1,0 +1,159 @@
+"""Weight memory, prefill time and decode tokens/s of the examples' Llama
+(examples/llama) on tpu in fp32, bf16, int8 weight-only (torchao's
+Int8WeightOnlyConfig), int4 weight-only and float8 (torch_tpu.quantization), and
+torchao float8 training vs bf16 training (step time, loss curve).
+
+    python benchmarks/quantization.py            # width 1024, depth 4; 200 training steps
+    python benchmarks/quantization.py --quick    # small sizes, a few steps
+
+Each row runs in its own process (fresh allocator and program cache), Defer & Fuse.
+Weight memory is torch.tpu.memory_allocated() after moving and quantising the model,
+less what was allocated before. Timings are medians over --rounds after one warm-up.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+INFERENCE = ["fp32", "bf16", "int8wo", "int4wo", "float8"]
+
+
+def _model(args, dtype):
+    import torch
+    sys.path.insert(0, ROOT)
+    from examples.llama.train import build_model
+    torch.manual_seed(0)
+    return build_model("llama", args.vocab, args.width, args.depth, args.seq).to(dtype)
+
+
+def _quantize(model, row):
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    from torch_tpu.quantization import (TpuFloat8DynamicActivationFloat8WeightConfig,
+                                        TpuInt4WeightOnlyConfig)
+    config = {"int8wo": Int8WeightOnlyConfig(), "int4wo": TpuInt4WeightOnlyConfig(128),
+              "float8": TpuFloat8DynamicActivationFloat8WeightConfig()}.get(row)
+    if config is not None:
+        quantize_(model, config)
+
+
+def run_inference_row(args, row):
+    import torch
+    import torch_tpu
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    dtype = torch.float32 if row == "fp32" else torch.bfloat16
+    model = _model(args, dtype).eval()
+    torch.tpu.synchronize()
+    start = torch.tpu.memory_allocated()
+    model = model.to("tpu")
+    _quantize(model, row)
+    torch.tpu.synchronize()
+    weights = torch.tpu.memory_allocated() - start
+    ids = torch.randint(2, args.vocab, (1, args.prompt), generator=torch.Generator().manual_seed(1))
+    ids = ids.to("tpu")
+    kw = dict(do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)
+    prefill, full = [], []
+    with torch.no_grad():
+        model.generate(input_ids=ids, max_new_tokens=args.new_tokens, **kw).cpu()  # warm-up
+        model.generate(input_ids=ids, max_new_tokens=1, **kw).cpu()
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            model.generate(input_ids=ids, max_new_tokens=1, **kw).cpu()
+            t1 = time.perf_counter()
+            model.generate(input_ids=ids, max_new_tokens=args.new_tokens, **kw).cpu()
+            t2 = time.perf_counter()
+            prefill.append(t1 - t0)
+            full.append(t2 - t1)
+    p, f = statistics.median(prefill), statistics.median(full)
+    fallback = sum(torch_tpu.debug.metrics()["cpu_fallback_counts"].values())
+    return dict(row=row, weight_mib=weights / 2**20, prefill_ms=p * 1e3,
+                decode_tok_s=(args.new_tokens - 1) / max(f - p, 1e-9), cpu_fallbacks=fallback)
+
+
+def run_training_row(args, row):
+    import torch
+    import torch_tpu
+    torch_tpu.set_execution_mode("defer_and_fuse")
+    model = _model(args, torch.bfloat16).to("tpu")
+    if row == "float8_train":
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        convert_to_float8_training(
+            model, config=Float8LinearConfig.from_recipe_name("tensorwise"),
+            module_filter_fn=lambda m, name: "lm_head" not in name)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    g = torch.Generator().manual_seed(2)
+    losses, times = [], []
+    for step in range(args.train_steps):
+        ids = torch.randint(2, args.vocab, (args.batch, args.seq), generator=g).to("tpu")
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    warm = times[2:] or times
+    return dict(row=row, step_ms=statistics.median(warm) * 1e3, steps=args.train_steps,
+                loss_first=losses[0], loss_mid=losses[len(losses) // 2], loss_last=losses[-1],
+                cpu_fallbacks=sum(torch_tpu.debug.metrics()["cpu_fallback_counts"].values()))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small model, few rounds and steps")
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--prompt", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--train-steps", type=int, default=200)
+    p.add_argument("--rows", default=",".join(INFERENCE + ["bf16_train", "float8_train"]))
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.quick:
+        args.width, args.depth, args.new_tokens, args.rounds, args.train_steps = 256, 2, 8, 2, 10
+    if args.one:
+        fn = run_training_row if args.one.endswith("_train") else run_inference_row
+        print("RESULT " + json.dumps(fn(args, args.one)))
+        return
+    passthrough, skip = [], False  # the command line less --rows (each child gets --one)
+    for a in sys.argv[1:]:
+        if not skip and not a.startswith("--rows"):
+            passthrough.append(a)
+        skip = a == "--rows"
+    print(f"Llama width {args.width} depth {args.depth} vocab {args.vocab}; prompt {args.prompt}, "
+          f"{args.new_tokens} new tokens, {args.rounds} rounds; training batch {args.batch}x{args.seq}")
+    results = []
+    for row in args.rows.split(","):
+        out = subprocess.run([sys.executable, __file__, *passthrough, "--one", row],
+                             capture_output=True, text=True, cwd=ROOT)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+        if out.returncode or not line:
+            print(f"{row}: failed\n{out.stderr[-2000:]}")
+            continue
+        results.append(json.loads(line[0][7:]))
+        print(json.dumps(results[-1]), flush=True)
+    fp32 = next((r["weight_mib"] for r in results if r["row"] == "fp32"), None)
+    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | CPU fallbacks |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        if "weight_mib" in r:
+            rel = f"{r['weight_mib'] / fp32:.3f}x" if fp32 else "-"
+            print(f"| {r['row']} | {r['weight_mib']:.1f} | {rel} | {r['prefill_ms']:.1f} | "
+                  f"{r['decode_tok_s']:.1f} | {r['cpu_fallbacks']} |")
+    print("\n| training | step ms | steps | loss first / mid / last | CPU fallbacks |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        if "step_ms" in r:
+            print(f"| {r['row']} | {r['step_ms']:.1f} | {r['steps']} | {r['loss_first']:.3f} / "
+                  f"{r['loss_mid']:.3f} / {r['loss_last']:.3f} | {r['cpu_fallbacks']} |")
+
+
+if __name__ == "__main__":
+    main()
