@@ -99,8 +99,9 @@ def test_input_mutation_buffers_update():
 def test_no_graph_break_and_no_jax():
     from torch._dynamo.utils import counters as c
     c.clear()
+    had_jax = "jax" in sys.modules  # an earlier test (tests/kernels) may have imported it
     torch.compile(_mlp().to("tpu"), fullgraph=True)(torch.randn(3, 8, device="tpu"))
-    assert "jax" not in sys.modules
+    assert ("jax" in sys.modules) == had_jax  # compiling did not import it
     assert sum(c["graph_break"].values()) == 0
 
 
@@ -159,6 +160,7 @@ def test_transformers_static_cache_generate_with_default_compile_config():
     config = CompileConfig()
     assert config.backend == "inductor"
     ids = torch.randint(3, 64, (2, 5), generator=torch.Generator().manual_seed(1))
+    had_jax = "jax" in sys.modules
     with torch.no_grad():
         want = cpu.eval().generate(ids, max_new_tokens=5, do_sample=False, eos_token_id=None,
                                    cache_implementation="static")
@@ -168,7 +170,7 @@ def test_transformers_static_cache_generate_with_default_compile_config():
     assert torch.equal(got.cpu(), want)
     recs = [r for r in torch_tpu.debug.compiled_graphs() if r["kind"] == "inductor"]
     assert recs and sum(r["calls"] for r in recs) >= 3  # the decoding steps ran compiled
-    assert "jax" not in sys.modules
+    assert ("jax" in sys.modules) == had_jax
 
 
 _SMALL = dict(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,

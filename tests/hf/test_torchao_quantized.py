@@ -31,6 +31,7 @@ def load(path, config, device):
         quantization_config=transformers.TorchAoConfig(config)).eval()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make_config", [Int8WeightOnlyConfig, lambda: TpuInt4WeightOnlyConfig(32)],
                          ids=["int8_weight_only", "int4_weight_only"])
 def test_from_pretrained_quantized_generate(saved, make_config):
@@ -50,6 +51,7 @@ def test_from_pretrained_quantized_generate(saved, make_config):
     assert out.shape == (1, 14)
 
 
+@pytest.mark.slow
 def test_save_and_reload_int8_weight_only(saved, tmp_path):
     model = load(saved, Int8WeightOnlyConfig(), "tpu")
     ids = torch.randint(2, 128, (1, 8), generator=torch.Generator().manual_seed(1)).to("tpu")
