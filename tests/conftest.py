@@ -21,6 +21,11 @@ import torch_tpu  # noqa: F401,E402  (registers the device)
 
 TPU = torch.device("tpu")
 
+# The serving tests' fixtures (tests/vllm_serving), as a plugin rather than a conftest.py
+# of that folder: a second conftest.py would shadow this module for `from conftest import
+# ...` in a run that collects both. It imports vLLM only inside its fixtures.
+pytest_plugins = ["vllm_serving.serving_fixtures"]
+
 # float32 programs compiled by XLA may fuse and reorder; allow a few ulps more than CPU-vs-CPU.
 _TOL = {
     torch.float16: dict(rtol=1e-3, atol=1e-3),

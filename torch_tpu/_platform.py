@@ -48,10 +48,15 @@ def cpu_device_count():
 def plugin_logs():
     """TORCH_TPU_LOG_LEVEL=info (or debug) lets the PJRT plugin's start-up log lines
     (absl INFO lines, "All log messages before absl::InitializeLog()...") reach stderr;
-    by default they are held back and shown only if the plugin fails to start."""
+    by default they are held back and shown only if the plugin fails to start.
+    Asking for them wins over a TF_CPP_MIN_LOG_LEVEL inherited from the environment
+    (importing JAX sets it to 1 in its process and every child's), which would drop
+    the plugin's INFO lines before they are written."""
     level = os.environ.get("TORCH_TPU_LOG_LEVEL", "warning").strip().lower()
     if level not in ("debug", "info", "warning", "error"):
         raise ValueError(f"TORCH_TPU_LOG_LEVEL must be debug, info, warning or error, got {level!r}")
+    if level in ("debug", "info"):
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     return level in ("debug", "info")
 
 

@@ -3,6 +3,7 @@ eye against PyTorch CPU."""
 import pytest
 import torch
 
+from conftest import assert_close_cpu
 from lower_check import check
 
 torch.manual_seed(0)
@@ -87,7 +88,6 @@ def test_polygamma_over_negative_and_positive_x(n):
 @pytest.mark.parametrize("start,end,steps", [(0, 1, 5), (-3.5, 7.25, 11), (2, -2, 2), (1, 1, 1), (0, 1, 0)])
 def test_linspace_and_logspace_on_device(start, end, steps):
     # Start/end/base are runtime values: the same program serves other endpoints.
-    from conftest import assert_close_cpu
     for dtype in (torch.float32, torch.float64):
         assert_close_cpu(torch.linspace(start, end, steps, dtype=dtype, device="tpu"),
                          torch.linspace(start, end, steps, dtype=dtype))

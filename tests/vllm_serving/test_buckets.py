@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/install.sh vllm)")
 
 import torch_tpu  # noqa: E402
-from conftest import runner_of  # noqa: E402
+from serving_fixtures import runner_of  # noqa: E402
 
 
 def test_buckets_are_powers_of_two_up_to_the_limits(llm):

@@ -15,7 +15,7 @@ _SCRIPT = textwrap.dedent("""
     import torch_tpu, paged_reference
     paged_reference.register_if_missing()
     from tiny_models import save_model
-    from conftest import ENGINE_ARGS
+    from serving_fixtures import ENGINE_ARGS
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     from transformers import AutoModelForCausalLM

@@ -5,7 +5,7 @@ pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/insta
 
 import torch  # noqa: E402
 import torch_tpu  # noqa: E402,F401
-from conftest import runner_of  # noqa: E402
+from serving_fixtures import runner_of  # noqa: E402
 
 PROMPTS = [[5, 17, 42], list(range(10, 60)), [7] * 9 + [100, 101], [3]]
 

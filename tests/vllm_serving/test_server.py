@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/install.sh vllm)")
 
 import httpx  # noqa: E402
-from conftest import ENGINE_ARGS  # noqa: E402
+from serving_fixtures import ENGINE_ARGS  # noqa: E402
 
 MODEL = "tiny-llama"
 

@@ -1,4 +1,5 @@
-"""Fixtures of the serving tests (run in .venv-vllm by scripts/test.sh)."""
+"""Fixtures of the serving tests (run in .venv-vllm by scripts/test.sh), loaded by
+tests/conftest.py as a plugin."""
 import os
 import sys
 
