@@ -38,11 +38,21 @@ def main():
 
     if rank == 1:
         raise RuntimeError("rank 1 fails on purpose")
+    t1 = time.time()
     try:
         dist.all_reduce(torch.ones(4, device=TPU))
         dist.all_reduce(torch.ones(4, device=TPU))
     except dist.DistBackendError as e:
-        print(f"rank 0: PEER_ERROR_OK: {str(e).splitlines()[0][:200]}", flush=True)
+        # Well before the world group's 120 s timeout: the failure came from the dead
+        # peer's closed connection, not from waiting it out. (Timed here, not around the
+        # launch, so that a loaded machine's slow start-up cannot fail the test.)
+        waited = time.time() - t1
+        if waited >= 90:
+            print(f"rank 0: the survivor waited {waited:.0f}s: a timeout, not the peer's error",
+                  flush=True)
+            os._exit(4)
+        print(f"rank 0: PEER_ERROR_OK after {waited:.1f}s: {str(e).splitlines()[0][:200]}",
+              flush=True)
         os._exit(2)
     print("rank 0: all_reduce with a dead peer did not fail", flush=True)
     os._exit(3)
