@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=300):
+def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=300, max_restarts=0):
     """Runs `script` (a path, or a name under tests/distributed/workers) on `nproc`
     processes; returns (returncode, combined output)."""
     if not os.path.isabs(script):
@@ -25,7 +25,7 @@ def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=30
                      "PYTHONPATH": os.pathsep.join([ROOT, full_env.get("PYTHONPATH", "")])})
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={nproc}", "--max-restarts=0", "--monitor-interval=0.5",
+           f"--nproc_per_node={nproc}", f"--max-restarts={max_restarts}", "--monitor-interval=0.5",
            script, *map(str, args)]
     p = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
