@@ -50,8 +50,10 @@ def test_check_agrees_with_cpu_default_backend(example):
 
 
 # --attention pallas: the Pallas attention kernel (a jax_op) on the device against
-# PyTorch's attention on the CPU; fused (Defer & Fuse) by default and compiled.
-@pytest.mark.parametrize("mode", ["defer_and_fuse", pytest.param("compile", marks=pytest.mark.slow)])
+# PyTorch's attention on the CPU; fused (Defer & Fuse) by default, and compiled with
+# backend="tpu" and with the default backend.
+@pytest.mark.parametrize("mode", ["defer_and_fuse", *(pytest.param(m, marks=pytest.mark.slow)
+                                                       for m in ("compile", "inductor"))])
 def test_mingpt_pallas_attention_check_agrees_with_cpu(mode):
     pytest.importorskip("jax")
     out = script("mingpt", "--check", "--check-steps", "2", "--attention", "pallas", "--mode",
