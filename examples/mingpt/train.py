@@ -81,7 +81,8 @@ def main():
     harness.announce(args.device)
     print(f"minGPT {args.depth} layers x {args.width} wide, {args.heads} heads, context "
           f"{args.context}, batch {args.batch}, attention {args.attention}; corpus "
-          f"{len(data.ids)} characters, vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}, amp {args.amp}")
+          f"{len(data.ids)} characters, vocabulary {data.vocab_size}; device {args.device}, "
+          f"mode {args.mode}, amp {args.amp}")
     if args.check:
         # The CPU reference run uses PyTorch's attention, whatever --attention says.
         return harness.check(
