@@ -6,6 +6,11 @@ repeats: wall time per op, and the calling thread's CPU time per op (what the ho
 spends issuing it: the dispatcher, the kernel, key and cache lookup, the launch;
 not the device's work on PJRT's threads, nor time the thread was descheduled,
 so it stays stable on a loaded machine). Run: python benchmarks/op_overhead.py [--iters N]
+
+With JAX installed, a last row compares a registered JAX op (torch_tpu.kernels.jax_op,
+differentiable, called with tensors that need no gradient) with the built-in op of
+the same arity and work, add(a, b): the host CPU ratio is what a JAX op costs to call
+in Strict Eager beyond a built-in op (target: within 1.5x).
 """
 import argparse
 import statistics
@@ -59,6 +64,28 @@ def measure(fn, device, iters, repeats):
     return statistics.median(times), statistics.median(cpu)
 
 
+def jax_op_row(iters, repeats):
+    """(jax op (wall, host CPU), add (wall, host CPU)), or None without JAX. The two
+    alternate, so that load on a shared machine falls on both alike."""
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return None
+    from torch_tpu.kernels import jax_op
+
+    @jax_op("op_overhead::add")
+    def jax_add(x, y):
+        return x + y
+
+    a, b = torch.randn(64, device="tpu"), torch.randn(64, device="tpu")
+    runs = {"jax": [], "add": []}
+    for _ in range(repeats):
+        runs["jax"].append(measure(lambda: jax_add(a, b), "tpu", iters, 1))
+        runs["add"].append(measure(lambda: torch.add(a, b), "tpu", iters, 1))
+    return tuple(tuple(statistics.median(r[i] for r in runs[k]) for i in (0, 1))
+                 for k in ("jax", "add"))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--iters", type=int, default=500)
@@ -72,12 +99,20 @@ def main():
         t = measure(tpu_cases[name], "tpu", args.iters, args.repeats)
         c = measure(cpu_cases[name], "cpu", args.iters, args.repeats)
         rows.append((name, t, c))
+    jax_row = jax_op_row(args.iters, args.repeats)
     compiled = torch_tpu.debug.metrics()["programs_compiled"] - compiled_before
     print(f"platform: {torch.tpu.get_device_name()}; median of {args.repeats} x {args.iters} calls")
     print(f"{'op':24s} {'tpu wall (us)':>14s} {'tpu host CPU (us)':>18s} "
           f"{'cpu eager wall (us)':>20s} {'wall ratio':>10s}")
     for name, (t, tc), (c, _) in rows:
         print(f"{name:24s} {t:14.1f} {tc:18.1f} {c:20.1f} {t / c:10.1f}")
+    if jax_row is None:
+        print("jax_op row: JAX is not installed")
+    else:
+        (jw, jc), (aw, ac) = jax_row
+        print(f"{'jax_op add(a, b)':24s} {jw:14.1f} {jc:18.1f} {'':>20s} "
+              f"{'':>10s}  host CPU {jc / ac:.2f}x add(a, b)'s {ac:.1f} us "
+              f"(wall {jw / aw:.2f}x)")
     print(f"programs compiled during the benchmark (warm-up included): {compiled}")
 
 

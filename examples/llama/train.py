@@ -5,6 +5,11 @@ trained here with `tokenizers`, then generate() with a KV cache.
     python examples/llama/train.py                       # tpu, Defer & Fuse
     python examples/llama/train.py --mode compile        # torch.compile(backend="tpu")
     python examples/llama/train.py --amp bf16 --check    # bf16 autocast; losses vs the CPU
+    python examples/llama/train.py --kernels jax --check # fused RMSNorm+matmul in JAX vs the CPU
+
+--kernels jax puts the fused RMSNorm + matmul of jax_kernels.py (a
+torch_tpu.kernels.jax_op) in place of each norm that feeds a matmul (the MLP's and the
+final one); the CPU run of --check keeps the stock model, the reference.
 
 Prints the training loss and tokens/s, then the prefill and decode tokens/s of
 generate() and a sample. --check trains a few steps on the device and on the CPU from
@@ -73,12 +78,19 @@ class CausalLM(torch.nn.Module):
         return out.logits, out.loss
 
 
-def train(args, vocab, data, device, mode, steps, quiet=False):
+def train(args, vocab, data, device, mode, steps, quiet=False, kernels=None):
     """Trains `steps` steps from the seed's weights on the same batches on every
-    device; returns harness.train_loop's (model, callable model, losses, seconds per step)."""
+    device; returns harness.train_loop's (model, callable model, losses, seconds per step).
+    `kernels` overrides --kernels (the --check reference)."""
+    kernels = kernels or args.kernels
+
     def build(dev):
         torch.manual_seed(args.seed)  # the same initial weights on every device
-        model = CausalLM(build_model(args.arch, vocab, args.width, args.depth, args.seq)).to(dev)
+        hf = build_model(args.arch, vocab, args.width, args.depth, args.seq)
+        if kernels == "jax":
+            from examples.llama.jax_kernels import fuse_rms_norm_matmul
+            fuse_rms_norm_matmul(hf)
+        model = CausalLM(hf).to(dev)
         return model, torch.optim.AdamW(model.parameters(), lr=args.lr or 3e-3)
     it = batches(data, args.batch, args.seq, steps, seed=1)
 
@@ -118,6 +130,8 @@ def main(default_arch="llama"):
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=24)
+    p.add_argument("--kernels", choices=["none", "jax"], default="none",
+                   help="jax: the fused RMSNorm+matmul JAX kernel (examples/llama/jax_kernels.py)")
     args = p.parse_args()
 
     harness.announce(args.device)
@@ -126,11 +140,14 @@ def main(default_arch="llama"):
     data = torch.tensor(tok.encode(text).ids)
     vocab = tok.get_vocab_size()
     print(f"corpus: {len(text)} characters -> {len(data)} BPE tokens (vocabulary {vocab}); "
-          f"device {args.device}, mode {args.mode}, amp {args.amp}")
+          f"device {args.device}, mode {args.mode}, amp {args.amp}, kernels {args.kernels}")
 
     if args.check:
         args.check_steps = min(args.steps, args.check_steps)
-        harness.check(lambda *a: train(args, vocab, data, *a), args, rtol=1e-3)
+        # The CPU reference run is the stock model, whatever --kernels says.
+        harness.check(lambda dev, *a: train(args, vocab, data, dev, *a,
+                                            kernels=None if dev == args.device else "none"),
+                      args, rtol=1e-3)
         print(f"check passed: {args.check_steps} steps on {args.device} match the CPU")
         return
     model, _, losses, times = train(args, vocab, data, args.device, args.mode, args.steps,

@@ -16,12 +16,20 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 256
     dropout: float = 0.0
+    # "manual": the attention below in PyTorch ops; "pallas": the Pallas kernel of
+    # pallas_attention.py (needs JAX; no attention dropout).
+    attention: str = "manual"
 
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
+        if cfg.attention not in ("manual", "pallas"):
+            raise ValueError(f"attention must be 'manual' or 'pallas', got {cfg.attention!r}")
+        if cfg.attention == "pallas" and cfg.dropout:
+            raise ValueError("the Pallas attention kernel has no dropout: use dropout=0")
+        self.attention = cfg.attention
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
@@ -35,6 +43,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         k = k.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         v = v.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+        if self.attention == "pallas":
+            from examples.mingpt.pallas_attention import causal_attention
+            y = causal_attention(q, k, v).transpose(1, 2).contiguous().view(b, t, c)
+            return self.drop(self.proj(y))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
         att = self.drop(F.softmax(att, dim=-1))

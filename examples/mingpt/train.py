@@ -9,6 +9,11 @@ TORCH_TPU_PLATFORM says otherwise), the execution mode another.
     python examples/mingpt/train.py --device cpu         # PyTorch's CPU backend
     python examples/mingpt/train.py --check              # a few steps on tpu and CPU agree
     python examples/mingpt/train.py --amp bf16           # bfloat16 autocast (fp16: + GradScaler)
+    python examples/mingpt/train.py --attention pallas --check   # Pallas attention vs the CPU
+
+--attention pallas replaces the attention by the Pallas kernel of pallas_attention.py
+(a torch_tpu.kernels.jax_op, Pallas interpret mode); the CPU run of --check keeps
+PyTorch's attention, the reference the kernel is checked against.
 """
 import argparse
 import os
@@ -24,19 +29,21 @@ from examples.mingpt.data import CharData  # noqa: E402
 from examples.mingpt.model import GPT, GPTConfig  # noqa: E402
 
 
-def build(args, vocab_size, device):
+def build(args, vocab_size, device, attention):
     torch.manual_seed(args.seed)  # the same initial weights on every device
     cfg = GPTConfig(vocab_size=vocab_size, block_size=args.context, n_layer=args.depth,
-                    n_head=args.heads, n_embd=args.width)
+                    n_head=args.heads, n_embd=args.width, attention=attention)
     model = GPT(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr or 3e-3, weight_decay=0.01)
     return model, opt
 
 
-def train(args, data, device, mode, steps, quiet=False):
-    """Trains `steps` steps; returns (model, the callable model, losses, seconds per step)."""
+def train(args, data, device, mode, steps, quiet=False, attention=None):
+    """Trains `steps` steps; returns (model, the callable model, losses, seconds per step).
+    `attention` overrides --attention (the --check reference)."""
     g = torch.Generator().manual_seed(args.seed)  # the same batches on every device
-    return harness.train_loop(lambda dev: build(args, data.vocab_size, dev),
+    attention = attention or args.attention
+    return harness.train_loop(lambda dev: build(args, data.vocab_size, dev, attention),
                               lambda: data.batch(args.batch, args.context, g),
                               device, mode, steps, f"train {device} {mode}", quiet, args.amp)
 
@@ -66,15 +73,21 @@ def main():
     p.add_argument("--context", type=int, default=64, help="context length in characters")
     p.add_argument("--sample-chars", type=int, default=200)
     p.add_argument("--prompt", default="THE ")
+    p.add_argument("--attention", choices=["manual", "pallas"], default="manual",
+                   help="attention in PyTorch ops (default) or the Pallas kernel (on the device)")
     args = p.parse_args()
 
     data = CharData()
     harness.announce(args.device)
     print(f"minGPT {args.depth} layers x {args.width} wide, {args.heads} heads, context "
-          f"{args.context}, batch {args.batch}; corpus {len(data.ids)} characters, "
-          f"vocabulary {data.vocab_size}; device {args.device}, mode {args.mode}, amp {args.amp}")
+          f"{args.context}, batch {args.batch}, attention {args.attention}; corpus "
+          f"{len(data.ids)} characters, vocabulary {data.vocab_size}; device {args.device}, "
+          f"mode {args.mode}, amp {args.amp}")
     if args.check:
-        return harness.check(lambda *a: train(args, data, *a), args)
+        # The CPU reference run uses PyTorch's attention, whatever --attention says.
+        return harness.check(
+            lambda dev, *a: train(args, data, dev, *a,
+                                  attention=None if dev == args.device else "manual"), args)
 
     model, fwd, losses, times = train(args, data, args.device, args.mode, args.steps,
                                       quiet=args.quiet)

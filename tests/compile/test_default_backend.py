@@ -209,6 +209,93 @@ def test_transformers_torch_compile_for_training(model_type):
         assert_close_cpu(p.grad, q.grad, rtol=1e-4, atol=1e-4)
 
 
+# Transformers' generation compile tests (tests/generation/test_utils.py there:
+# test_generate_compile_model_forward_fullgraph, test_generate_compilation_all_outputs)
+# on tpu: generate() compiles the decoding step with the default backend when the model
+# has a static cache and a CompileConfig (`_compile_all_devices` is their switch for
+# devices Transformers does not auto-compile on).
+_GEN_FAMILIES = ["llama", *(pytest.param(t, marks=pytest.mark.slow)
+                            for t in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
+                                      "olmo2", "cohere"))]
+
+
+def _generative(model_type, **overrides):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model(model_type, **_SMALL, bos_token_id=1,
+                                            eos_token_id=2)
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    torch.manual_seed(0)
+    cpu = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    dev = transformers.AutoModelForCausalLM.from_config(cfg)
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to("tpu").eval()
+
+
+@pytest.mark.parametrize("model_type", _GEN_FAMILIES)
+def test_transformers_generate_fullgraph_compiled_forward(model_type):
+    """CompileConfig(fullgraph=True, dynamic=False): a second batch of the same shape
+    reuses the compiled step (fail_on_recompile); tokens and scores equal eager
+    generate with a dynamic cache on tpu, and the CPU's."""
+    from transformers import CompileConfig
+    from transformers.cache_utils import StaticCache
+    cpu, dev = _generative(model_type)
+    ids = torch.randint(3, 99, (4, 7), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0  # left padding in the first batch
+    batches = [dict(input_ids=ids[i:i + 2], attention_mask=mask[i:i + 2]) for i in (0, 2)]
+    config = CompileConfig(fullgraph=True, dynamic=False)
+    config._compile_all_devices = True
+    kw = dict(use_cache=True, do_sample=False, max_new_tokens=5, return_dict_in_generate=True,
+              output_scores=True, compile_config=config)
+    torch.compiler.reset()
+    on_dev = [{k: v.to("tpu") for k, v in b.items()} for b in batches]
+    with torch.no_grad(), torch.compiler.set_stance("force_eager"):
+        eager = [dev.generate(**b, **kw) for b in on_dev]
+    with torch.no_grad():
+        first = dev.generate(**on_dev[0], **kw, cache_implementation="static")
+        with torch.compiler.set_stance("fail_on_recompile"):
+            second = dev.generate(**on_dev[1], **kw, cache_implementation="static")
+        ref = [cpu.generate(**b, **kw) for b in batches]
+    assert isinstance(first.past_key_values, StaticCache) and hasattr(dev, "_compiled_call")
+    for got, want, cpu_out in zip((first, second), eager, ref):
+        assert torch.equal(got.sequences.cpu(), want.sequences.cpu())
+        assert torch.equal(got.sequences.cpu(), cpu_out.sequences)
+        for a, b, c in zip(got.scores, want.scores, cpu_out.scores):
+            torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-4, atol=1e-4)
+            assert_close_cpu(a, c, rtol=1e-4, atol=1e-4)
+    assert any(r["kind"] == "inductor" for r in torch_tpu.debug.compiled_graphs())
+
+
+@pytest.mark.parametrize("model_type", _GEN_FAMILIES)
+def test_transformers_generate_compiled_all_outputs(model_type):
+    """The default CompileConfig (inductor, reduce-overhead) with every output generate
+    can return (attentions, hidden states, scores, logits), eager attention; the
+    tokens equal the CPU's."""
+    from transformers import CompileConfig
+    cpu, dev = _generative(model_type, _attn_implementation="eager")
+    config = CompileConfig()
+    config._compile_all_devices = True
+    dev.generation_config.compile_config = config
+    dev.generation_config.cache_implementation = "static"
+    ids = torch.randint(3, 99, (2, 7), generator=torch.Generator().manual_seed(0))
+    kw = dict(do_sample=False, num_beams=1, max_new_tokens=4, min_new_tokens=4,
+              output_attentions=True, output_hidden_states=True, output_scores=True,
+              output_logits=True, return_dict_in_generate=True, use_cache=True)
+    torch.compiler.reset()
+    with torch.no_grad():
+        out = dev.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), **kw)
+        ref = cpu.generate(ids, attention_mask=torch.ones_like(ids), **kw)
+    assert hasattr(dev, "_compiled_call")
+    n_layers = _SMALL["num_hidden_layers"]
+    assert len(out.scores) == len(out.logits) == len(out.attentions) == 4
+    assert all(len(step) == n_layers for step in out.attentions)
+    assert all(len(step) == n_layers + 1 for step in out.hidden_states)
+    assert torch.equal(out.sequences.cpu(), ref.sequences)
+    for a, b in zip(out.logits, ref.logits):
+        assert_close_cpu(a, b, rtol=1e-4, atol=1e-4)
+
+
 def test_dynamic_shapes_training_matches_cpu():
     # dynamic=True: sizes are graph inputs, and the forward graph hands sizes of its
     # intermediates to the backward graph (recomputed outside the one program).

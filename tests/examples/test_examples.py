@@ -49,6 +49,18 @@ def test_check_agrees_with_cpu_default_backend(example):
     assert "check: OK" in out, out
 
 
+# --attention pallas: the Pallas attention kernel (a jax_op) on the device against
+# PyTorch's attention on the CPU; fused (Defer & Fuse) by default, and compiled with
+# backend="tpu" and with the default backend.
+@pytest.mark.parametrize("mode", ["defer_and_fuse", *(pytest.param(m, marks=pytest.mark.slow)
+                                                       for m in ("compile", "inductor"))])
+def test_mingpt_pallas_attention_check_agrees_with_cpu(mode):
+    pytest.importorskip("jax")
+    out = script("mingpt", "--check", "--check-steps", "2", "--attention", "pallas", "--mode",
+                 mode, *TINY["mingpt"])
+    assert "attention pallas" in out and "check: OK" in out, out
+
+
 @pytest.mark.parametrize("example,amp", [("mingpt", "bf16"), ("resnet", "fp16"), ("dlrm", "bf16"),
                                          ("unet", "bf16")])
 def test_amp_check_agrees_with_cpu_autocast(example, amp):

@@ -25,6 +25,15 @@ def test_llama_example_check_matches_cpu():
 
 
 @pytest.mark.slow
+def test_llama_example_jax_kernels_check_matches_cpu():
+    # --kernels jax: the fused RMSNorm + matmul JAX kernel against the stock model on the CPU.
+    pytest.importorskip("jax")
+    out = _run("examples/llama/train.py", "--check", "--kernels", "jax", "--width", "64",
+               "--steps", "2", "--seq", "32", "--vocab", "300")
+    assert "kernels jax" in out and "check passed: 2 steps on tpu match the CPU" in out
+
+
+@pytest.mark.slow
 def test_qwen_example_trains_and_generates():
     out = _run("examples/qwen/train.py", "--steps", "6", "--width", "64", "--seq", "32",
                "--vocab", "300", "--new-tokens", "4", "--mode", "strict_eager")

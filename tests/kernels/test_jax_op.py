@@ -127,6 +127,36 @@ def test_compile_one_graph_no_break():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("backend", ["tpu", "inductor"])
+def test_compiled_graph_adds_no_launch(backend):
+    """A compiled graph with the JAX op is one program launch, as without it: the
+    kernel is inside the graph's program (backend "inductor": the default
+    torch.compile, whose whole-graph pass hands the graph to the same compiler)."""
+    torch._dynamo.reset()
+    x, w = torch.randn(4, 8), torch.randn(8)
+
+    def plain(x, w):
+        return ((x + 1) * w * 2).sum()
+
+    def kernel(x, w):
+        return (rms_scale(x + 1, w) * 2).sum()
+
+    launches = []
+    for f in (plain, kernel):
+        fn = torch.compile(f, backend=backend, fullgraph=True)
+        fn(x.to("tpu"), w.to("tpu")).cpu()  # warm: compile
+        xt, wt = x.to("tpu"), w.to("tpu")
+        torch.tpu.synchronize()
+        before = torch_tpu.debug.metrics()["executions"]
+        out = fn(xt, wt)
+        torch.tpu.synchronize()
+        launches.append(torch_tpu.debug.metrics()["executions"] - before)
+        out = out.cpu()
+    assert launches[1] == launches[0] == 1, launches
+    torch.testing.assert_close(out, (ref_rms_scale(x + 1, w) * 2).sum(), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
 def test_second_call_compiles_nothing():
     x, w = torch.randn(7, 8, device="tpu"), torch.randn(8, device="tpu")
     rms_scale(x, w, eps=0.5).cpu()
@@ -153,6 +183,25 @@ def test_errors_are_python_exceptions():
         @jax_op("jax_test::tensor_default")
         def bad(x, y=1.0):
             return x
+
+
+def test_pytrees_are_refused_clearly():
+    @jax_op("jax_test::dict_out", num_outputs=2)
+    def dict_out(x):
+        return {"a": x, "b": x * 2}
+
+    with pytest.raises(TypeError, match="must return an array or a tuple of arrays"):
+        dict_out(torch.randn(3, device="tpu"))
+    w = torch.randn(8, device="tpu")
+    with pytest.raises(TypeError, match="positional argument 0 is a list"):
+        rms_scale([torch.randn(2, 8, device="tpu")], w)
+    with pytest.raises(TypeError, match="positional argument 1 is a dict"):
+        split_stats_nd(torch.randn(2, device="tpu"), {"y": w})
+
+
+@jax_op("jax_test::split_stats_nd", num_outputs=2, differentiable=False)
+def split_stats_nd(x, y):
+    return x * 2, y + 1
 
 
 def test_importing_torch_tpu_does_not_import_jax():

@@ -14,6 +14,10 @@ import torch
 import torch_tpu._C as _C
 from torch_tpu.kernels import _common
 
+_any_requires_grad = torch._C._any_requires_grad
+_functorch_active = torch._C._are_functorch_transforms_active
+_BelowAutograd = torch._C._AutoDispatchBelowAutograd
+
 JAX_INSTALL_HINT = "pip install 'jax[cpu]==0.10.2' (the version torch_tpu is tested with)"
 _STATIC_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
@@ -70,6 +74,7 @@ class JaxOp:
         torch.library.impl(qualname, "CPU", self._cpu, lib=lib)
         _common.finish(qualname)
         self.op = getattr(getattr(torch.ops, ns), name)
+        self._call_op = self.op.default._op  # the C++ entry point, one Python frame less
         self._backward = None
         if differentiable:
             self._backward = _backward_op(self)
@@ -78,7 +83,22 @@ class JaxOp:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        return self.op(*args, **kwargs)
+        if torch.compiler.is_compiling():  # Dynamo records the op itself
+            return self.op(*args, **kwargs)
+        # torch.library.register_autograd's kernel is Python, run on every call: with
+        # no gradient to record it only redispatches below autograd, which this C++
+        # guard does at a fraction of the host time (benchmarks/op_overhead.py).
+        # functorch transforms get the op with its autograd kernel.
+        try:
+            if self._backward is None:
+                return self._call_op(*args, **kwargs)
+            if not _any_requires_grad(*args) and not _functorch_active():
+                with _BelowAutograd():
+                    return self._call_op(*args, **kwargs)
+            return self.op(*args, **kwargs)
+        except RuntimeError:
+            _check_flat_tensors(self.qualname, args)
+            raise
 
     # ---- lowering, once per signature ------------------------------------------------
     def _static_values(self, kwargs):
@@ -108,9 +128,9 @@ class JaxOp:
             specs = [jax.ShapeDtypeStruct(shape, _JAX_DTYPES[dt]) for shape, dt in key[0]]
             f = functools.partial(self.jax_fn, **dict(zip([n for n, _ in self._statics], statics)))
             with _x64(jax):
+                outs = _flat_outputs(self.qualname, jax, jax.eval_shape(f, *specs))
                 lowered = jax.jit(f, keep_unused=True).lower(*specs)  # all args stay parameters
                 text = lowered.as_text()
-                outs = jax.tree_util.tree_leaves(jax.eval_shape(f, *specs))
             if len(outs) != self._num_outputs:
                 raise ValueError(f"{self.qualname}: the JAX function returned {len(outs)} arrays, "
                                  f"declared num_outputs={self._num_outputs}")
@@ -154,6 +174,29 @@ class JaxOp:
         res = res if isinstance(res, tuple) else (res,)
         return tuple(g if p.dtype.is_floating_point or p.dtype.is_complex else None
                      for g, p in zip(res, primals))
+
+
+def _flat_outputs(qualname, jax, out):
+    """The function's results as a list: one array, or a tuple/list of arrays. Other
+    pytrees (dicts, nested tuples, dataclasses) are refused rather than flattened, so
+    that the op's results are in the order the function wrote them."""
+    if isinstance(out, jax.ShapeDtypeStruct):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(isinstance(o, jax.ShapeDtypeStruct) for o in out):
+        return list(out)
+    raise TypeError(f"{qualname}: the JAX function must return an array or a tuple of arrays, "
+                    f"got {jax.tree_util.tree_structure(out)}; pytrees of outputs are not "
+                    "supported: return their leaves as a tuple and rebuild the structure "
+                    "in Python")
+
+
+def _check_flat_tensors(qualname, args):
+    """A clear error for pytrees of tensors passed where the op takes tensors."""
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"{qualname}: positional argument {i} is a {type(a).__name__}; "
+                            "a jax_op takes tensors positionally (pytrees of tensors are not "
+                            "supported: pass their leaves as separate arguments)")
 
 
 def _backward_op(fwd):
