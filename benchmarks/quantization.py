@@ -75,10 +75,11 @@ def run_inference_row(args, row):
 
 
 def run_training_row(args, row):
-    """The minGPT example (examples/mingpt) on its character corpus, bfloat16 weights,
-    AdamW; float8_train converts every linear but the tied output head (its vocabulary
-    is not a multiple of 16) with torchao's tensor-wise recipe. The same initial weights
-    and batches in both rows."""
+    """The minGPT example (examples/mingpt) on its character corpus, AdamW, bfloat16
+    weights (or, with --train-autocast, float32 weights and bfloat16 autocast);
+    float8_train converts every linear but the tied output head (its vocabulary is not a
+    multiple of 16) with torchao's tensor-wise recipe. The same initial weights and
+    batches in both rows."""
     import torch
     import torch_tpu
     torch_tpu.set_execution_mode("defer_and_fuse")
@@ -86,22 +87,23 @@ def run_training_row(args, row):
     from examples.mingpt.data import CharData
     from examples.mingpt.model import GPT, GPTConfig
     data = CharData()
-    torch.manual_seed(0)
+    torch.manual_seed(args.train_seed)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=args.gpt_context,
                           n_layer=args.gpt_depth, n_head=4, n_embd=args.gpt_width))
-    model = model.to(torch.bfloat16).to("tpu")
+    model = (model if args.train_autocast else model.to(torch.bfloat16)).to("tpu")
     if row == "float8_train":
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         convert_to_float8_training(
             model, config=Float8LinearConfig.from_recipe_name("tensorwise"),
             module_filter_fn=lambda m, name: name != "head")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(args.train_seed)
     losses, times = [], []
     for step in range(args.train_steps):
         x, y = (t.to("tpu") for t in data.batch(args.gpt_batch, args.gpt_context, g))
         t0 = time.perf_counter()
-        _, loss = model(x, y)
+        with torch.autocast("tpu", dtype=torch.bfloat16, enabled=args.train_autocast):
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -129,6 +131,9 @@ def main():
     p.add_argument("--gpt-depth", type=int, default=2)
     p.add_argument("--gpt-batch", type=int, default=16)
     p.add_argument("--gpt-context", type=int, default=64)
+    p.add_argument("--train-seed", type=int, default=0, help="training rows: initial weights and batches")
+    p.add_argument("--train-autocast", action="store_true",
+                   help="training rows: float32 weights, bfloat16 autocast (default: bfloat16 weights)")
     p.add_argument("--train-steps", type=int, default=200)
     p.add_argument("--rows", default=",".join(INFERENCE + ["bf16_train", "float8_train"]))
     p.add_argument("--one", help=argparse.SUPPRESS)
@@ -146,7 +151,8 @@ def main():
         skip = a == "--rows"
     print(f"Llama width {args.width} depth {args.depth} vocab {args.vocab}; prompt {args.prompt}, "
           f"{args.new_tokens} new tokens, {args.rounds} rounds; training: minGPT width {args.gpt_width} "
-          f"depth {args.gpt_depth}, batch {args.gpt_batch}x{args.gpt_context}, {args.train_steps} steps")
+          f"depth {args.gpt_depth}, batch {args.gpt_batch}x{args.gpt_context}, {args.train_steps} steps, "
+          f"{'float32 weights + bfloat16 autocast' if args.train_autocast else 'bfloat16 weights'}")
     results = []
     for row in args.rows.split(","):
         out = subprocess.run([sys.executable, __file__, *passthrough, "--one", row],
@@ -158,13 +164,15 @@ def main():
         results.append(json.loads(line[0][7:]))
         print(json.dumps(results[-1]), flush=True)
     fp32 = next((r["weight_mib"] for r in results if r["row"] == "fp32"), None)
-    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | CPU fallbacks |")
-    print("|---|---|---|---|---|---|")
+    bf16_tok = next((r["decode_tok_s"] for r in results if r["row"] == "bf16"), None)
+    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | decode vs bf16 | CPU fallbacks |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "weight_mib" in r:
             rel = f"{r['weight_mib'] / fp32:.3f}x" if fp32 else "-"
+            speed = f"{r['decode_tok_s'] / bf16_tok:.2f}x" if bf16_tok else "-"
             print(f"| {r['row']} | {r['weight_mib']:.1f} | {rel} | {r['prefill_ms']:.1f} | "
-                  f"{r['decode_tok_s']:.1f} | {r['cpu_fallbacks']} |")
+                  f"{r['decode_tok_s']:.3g} | {speed} | {r['cpu_fallbacks']} |")
     bf16 = next((r["loss_last10"] for r in results if r["row"] == "bf16_train"), None)
     print("\n| training | step ms | steps | loss first / mid / last | mean of last 10 | vs bf16 "
           "| CPU fallbacks |")
