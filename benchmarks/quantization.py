@@ -1,9 +1,10 @@
 """Weight memory, prefill time and decode tokens/s of the examples' Llama
 (examples/llama) on tpu in fp32, bf16, int8 weight-only (torchao's
 Int8WeightOnlyConfig), int4 weight-only and float8 (torch_tpu.quantization), and
-torchao float8 training vs bf16 training (step time, loss curve).
+torchao float8 training vs bf16 training of the minGPT example (examples/mingpt, its
+character corpus): step time and loss curve.
 
-    python benchmarks/quantization.py            # width 1024, depth 4; 200 training steps
+    python benchmarks/quantization.py            # Llama width 1024, depth 4; 200 training steps
     python benchmarks/quantization.py --quick    # small sizes, a few steps
 
 Each row runs in its own process (fresh allocator and program cache), Defer & Fuse.
@@ -74,30 +75,45 @@ def run_inference_row(args, row):
 
 
 def run_training_row(args, row):
+    """The minGPT example (examples/mingpt) on its character corpus, AdamW, bfloat16
+    weights (or, with --train-autocast, float32 weights and bfloat16 autocast);
+    float8_train converts every linear but the tied output head (its vocabulary is not a
+    multiple of 16) with torchao's tensor-wise recipe. The same initial weights and
+    batches in both rows."""
     import torch
     import torch_tpu
     torch_tpu.set_execution_mode("defer_and_fuse")
-    model = _model(args, torch.bfloat16).to("tpu")
+    sys.path.insert(0, ROOT)
+    from examples.mingpt.data import CharData
+    from examples.mingpt.model import GPT, GPTConfig
+    data = CharData()
+    torch.manual_seed(args.train_seed)
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=args.gpt_context,
+                          n_layer=args.gpt_depth, n_head=4, n_embd=args.gpt_width))
+    model = (model if args.train_autocast else model.to(torch.bfloat16)).to("tpu")
     if row == "float8_train":
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         convert_to_float8_training(
             model, config=Float8LinearConfig.from_recipe_name("tensorwise"),
-            module_filter_fn=lambda m, name: "lm_head" not in name)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    g = torch.Generator().manual_seed(2)
+            module_filter_fn=lambda m, name: name != "head")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    g = torch.Generator().manual_seed(args.train_seed)
     losses, times = [], []
     for step in range(args.train_steps):
-        ids = torch.randint(2, args.vocab, (args.batch, args.seq), generator=g).to("tpu")
+        x, y = (t.to("tpu") for t in data.batch(args.gpt_batch, args.gpt_context, g))
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
+        with torch.autocast("tpu", dtype=torch.bfloat16, enabled=args.train_autocast):
+            _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        opt.zero_grad()
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
     warm = times[2:] or times
+    tail = losses[-10:]
     return dict(row=row, step_ms=statistics.median(warm) * 1e3, steps=args.train_steps,
                 loss_first=losses[0], loss_mid=losses[len(losses) // 2], loss_last=losses[-1],
+                loss_last10=sum(tail) / len(tail), losses=[round(v, 4) for v in losses],
                 cpu_fallbacks=sum(torch_tpu.debug.metrics()["cpu_fallback_counts"].values()))
 
 
@@ -111,7 +127,13 @@ def main():
     p.add_argument("--prompt", type=int, default=32)
     p.add_argument("--new-tokens", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--gpt-width", type=int, default=128, help="training rows: minGPT width")
+    p.add_argument("--gpt-depth", type=int, default=2)
+    p.add_argument("--gpt-batch", type=int, default=16)
+    p.add_argument("--gpt-context", type=int, default=64)
+    p.add_argument("--train-seed", type=int, default=0, help="training rows: initial weights and batches")
+    p.add_argument("--train-autocast", action="store_true",
+                   help="training rows: float32 weights, bfloat16 autocast (default: bfloat16 weights)")
     p.add_argument("--train-steps", type=int, default=200)
     p.add_argument("--rows", default=",".join(INFERENCE + ["bf16_train", "float8_train"]))
     p.add_argument("--one", help=argparse.SUPPRESS)
@@ -128,7 +150,9 @@ def main():
             passthrough.append(a)
         skip = a == "--rows"
     print(f"Llama width {args.width} depth {args.depth} vocab {args.vocab}; prompt {args.prompt}, "
-          f"{args.new_tokens} new tokens, {args.rounds} rounds; training batch {args.batch}x{args.seq}")
+          f"{args.new_tokens} new tokens, {args.rounds} rounds; training: minGPT width {args.gpt_width} "
+          f"depth {args.gpt_depth}, batch {args.gpt_batch}x{args.gpt_context}, {args.train_steps} steps, "
+          f"{'float32 weights + bfloat16 autocast' if args.train_autocast else 'bfloat16 weights'}")
     results = []
     for row in args.rows.split(","):
         out = subprocess.run([sys.executable, __file__, *passthrough, "--one", row],
@@ -140,19 +164,29 @@ def main():
         results.append(json.loads(line[0][7:]))
         print(json.dumps(results[-1]), flush=True)
     fp32 = next((r["weight_mib"] for r in results if r["row"] == "fp32"), None)
-    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | CPU fallbacks |")
-    print("|---|---|---|---|---|---|")
+    bf16_tok = next((r["decode_tok_s"] for r in results if r["row"] == "bf16"), None)
+    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | decode vs bf16 | CPU fallbacks |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "weight_mib" in r:
             rel = f"{r['weight_mib'] / fp32:.3f}x" if fp32 else "-"
+            speed = f"{r['decode_tok_s'] / bf16_tok:.2f}x" if bf16_tok else "-"
             print(f"| {r['row']} | {r['weight_mib']:.1f} | {rel} | {r['prefill_ms']:.1f} | "
-                  f"{r['decode_tok_s']:.1f} | {r['cpu_fallbacks']} |")
-    print("\n| training | step ms | steps | loss first / mid / last | CPU fallbacks |")
-    print("|---|---|---|---|---|")
+                  f"{r['decode_tok_s']:.3g} | {speed} | {r['cpu_fallbacks']} |")
+    bf16 = next((r["loss_last10"] for r in results if r["row"] == "bf16_train"), None)
+    print("\n| training | step ms | steps | loss first / mid / last | mean of last 10 | vs bf16 "
+          "| CPU fallbacks |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "step_ms" in r:
+            rel = f"{(r['loss_last10'] / bf16 - 1) * 100:+.2f}%" if bf16 else "-"
             print(f"| {r['row']} | {r['step_ms']:.1f} | {r['steps']} | {r['loss_first']:.3f} / "
-                  f"{r['loss_mid']:.3f} / {r['loss_last']:.3f} | {r['cpu_fallbacks']} |")
+                  f"{r['loss_mid']:.3f} / {r['loss_last']:.3f} | {r['loss_last10']:.3f} | {rel} "
+                  f"| {r['cpu_fallbacks']} |")
+    for r in results:
+        if "losses" in r:  # the loss curve, every 20th step
+            print(f"{r['row']} loss every 20 steps: " +
+                  " ".join(f"{v:.3f}" for v in r["losses"][::20] + r["losses"][-1:]))
 
 
 if __name__ == "__main__":

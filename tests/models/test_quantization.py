@@ -58,22 +58,26 @@ def test_int4_bfloat16_weights():
     torch.testing.assert_close(got(x.to("tpu")).cpu(), ref(x), rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("granularity", ["tensor", "row"])
-def test_float8_matches_cpu_float8tensor(granularity):
+@pytest.mark.parametrize("granularity,f8", [("tensor", torch.float8_e4m3fn), ("row", torch.float8_e4m3fn),
+                                            ("tensor", torch.float8_e4m3fnuz)],
+                         ids=["tensor", "row", "tensor_fnuz"])
+def test_float8_matches_cpu_float8tensor(granularity, f8):
     from torchao.quantization.granularity import PerRow, PerTensor
     from torchao.quantization.quantize_.workflows import Float8Tensor
     dtype = torch.bfloat16 if granularity == "row" else torch.float32
     gran = PerRow() if granularity == "row" else PerTensor()
     got = mlp(dtype).to("tpu")
     before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
-    quantize_(got, TpuFloat8DynamicActivationFloat8WeightConfig(granularity=gran))
+    quantize_(got, TpuFloat8DynamicActivationFloat8WeightConfig(
+        granularity=gran, activation_dtype=f8, weight_dtype=f8))
     # The reference: the same Float8Tensor weights built on the CPU (torchao's own
     # config refuses the CPU, so the handler's one call is made directly).
     ref = mlp(dtype)
     for i in (0, 2):
         g = got[i].weight
         assert isinstance(g, Float8Tensor)
-        w = Float8Tensor.from_hp(ref[i].weight.detach(), float8_dtype=torch.float8_e4m3fn,
+        assert g.qdata.dtype == f8
+        w = Float8Tensor.from_hp(ref[i].weight.detach(), float8_dtype=f8,
                                  granularity=gran, mm_config=g.mm_config,
                                  kernel_preference=g.kernel_preference,
                                  act_quant_kwargs=g.act_quant_kwargs)
