@@ -20,6 +20,8 @@
 
 #include "aten/kernels.h"
 #include "aten/op_kernel.h"
+#include "aten/python_site.h"
+#include "engine/metrics.h"
 
 TORCH_LIBRARY_FRAGMENT(tpu, m) {
   m.def(
@@ -102,6 +104,14 @@ void tbe_dense_autograd_kernel(const c10::OperatorHandle& op, torch::jit::Stack*
     // The tables are on the CPU: TorchRec builds its TBE modules there for every
     // device but CUDA and MTIA (fbgemm's use_cpu). The lookup then runs there, with
     // fbgemm's own kernel and autograd, and its result comes back to the device.
+    // It is CPU work: counted and reported as a CPU-fallback op.
+    std::string name = "fbgemm::dense_embedding_codegen_lookup_function";
+    if (engine::metrics().note_fallback(name)) {
+      engine::metrics().note_fallback_site(name, python_site());
+      TORCH_WARN("torch_tpu: ", name, " runs on the CPU because its tables (dev_weights) are "
+                 "there: TorchRec builds TBE tables on the CPU for devices other than CUDA/MTIA. "
+                 "Move the module to tpu to look up on the device.");
+    }
     c10::Device dev = args[kIndices].toTensor().device();
     for (auto& a : args)
       if (a.isTensor() && a.toTensor().defined() && !a.toTensor().device().is_cpu())

@@ -1,8 +1,8 @@
 """Trains a sharded TorchRec EmbeddingBagCollection under torchrun on tpu (our `tpu`
 process-group backend) and prints one `RESULT {json}` line on rank 0.
 
-    torchrun --nproc_per_node 2 tests/integrations/torchrec_dmp_run.py table_wise
-    torchrun --nproc_per_node 1 tests/integrations/torchrec_dmp_run.py table_wise
+    torchrun --nproc_per_node 2 tests/integrations/torchrec_dmp_run.py data_parallel
+    torchrun --nproc_per_node 1 tests/integrations/torchrec_dmp_run.py data_parallel
 
 Every run sees the same global batches; rank r takes its slice of each. Each rank's
 loss is a weighted sum over its own samples, so the tables' gradients (summed by the
@@ -26,7 +26,10 @@ from torchrec.optim.keyed import KeyedOptimizerWrapper
 
 TABLES, ROWS, DIM, BATCH, STEPS = 4, 32, 8, 8, 3
 # TorchRec's compute kernel per sharding type: data_parallel replicates the tables
-# (a dense TBE, gradients all-reduced by DDP); the sharded types use fbgemm's fused TBE.
+# (a dense TBE, gradients all-reduced by DDP). The sharded types (table_wise, row_wise)
+# use fbgemm's fused TBE, whose tables TorchRec keeps on the CPU for any device but
+# CUDA/MTIA while their sharding metadata names tpu: DMP refuses that mismatch
+# (docs/torchrec.md).
 KERNEL = {"data_parallel": "dense", "table_wise": "fused", "row_wise": "fused"}
 
 
