@@ -166,6 +166,20 @@ def test_dense_tbe_lookup_matches_cpu():
         assert_close_cpu(ot, out)
         assert_close_cpu(mt.weights.grad, m.weights.grad)
         m.weights.grad = mt.weights.grad = None
+    # Mean pooling with per-sample weights, against autograd over plain PyTorch ops
+    # (fbgemm 1.8's CPU backward disagrees with its own forward for this combination).
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        DenseTableBatchedEmbeddingBagsCodegen, PoolingMode)
+    mean = DenseTableBatchedEmbeddingBagsCodegen([(10, 4)], pooling_mode=PoolingMode.MEAN,
+                                                 use_cpu=True).to(TPU)
+    table = mean.weights.detach().cpu().view(10, 4).requires_grad_()
+    i, o, w = torch.tensor([1, 2, 2, 5]), torch.tensor([0, 3, 4]), torch.tensor([0.5, 2.0, 1.0, 3.0])
+    ref = torch.stack([(table[i[:3]] * w[:3, None]).sum(0) / 3, table[i[3]] * w[3]])
+    ref.pow(2).sum().backward()
+    got = mean(i.to(TPU), o.to(TPU), w.to(TPU))
+    got.pow(2).sum().backward()
+    assert_close_cpu(got, ref.detach())
+    assert_close_cpu(mean.weights.grad.view(10, 4), table.grad)
     bad = ids.clone()
     bad[-1] = 7  # the last feature's table has 7 rows
     with pytest.raises(IndexError, match="embedding row 7 is out of range"):
