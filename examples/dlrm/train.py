@@ -85,8 +85,7 @@ def main():
                         "(strict_eager / defer_and_fuse)")
     args = p.parse_args()
     if args.torchrec and (args.sparse or args.mode in ("compile", "inductor")):
-        p.error("--torchrec runs in strict_eager or defer_and_fuse, with dense gradients "
-                "(its jagged batch has a data-dependent length)")
+        p.error("--torchrec runs in strict_eager or defer_and_fuse, with dense gradients")
     args.tables = tuple(int(n) for n in args.tables.split(","))
     if any(n < 2 for n in args.tables):
         p.error("--tables: every table needs at least 2 rows (row 0 is the padding id)")
