@@ -15,7 +15,7 @@
 //
 // fbgemm's library is loaded after torch_tpu; the kernels for these names are
 // registered before their schemas exist (csrc/aten/registration.cc).
-#include "lower/helpers.h"
+#include "lower/segments.h"
 
 namespace tpu::lower {
 
@@ -27,32 +27,8 @@ constexpr ElemType S64 = ElemType::S64;
 
 bool is_integer(ElemType t) { return !hlo::is_float(t) && t != ElemType::PRED && !hlo::is_complex(t); }
 
-// Inclusive prefix sum along the last axis.
-Value prefix_sum(hlo::Builder& b, Value x) {
-  int64_t r = x.rank(), n = x.dims().back();
-  if (n == 0) return x;
-  std::vector<int64_t> win(r, 1), ones(r, 1);
-  win[r - 1] = n;
-  std::vector<std::pair<int64_t, int64_t>> pads(r, {0, 0});
-  pads[r - 1] = {n - 1, 0};
-  Value init = hlo::is_float(x.elem()) ? b.constant_f(0, x.elem()) : b.constant_i(0, x.elem());
-  return b.reduce_window(x, init, win, ones, ones, ones, pads, hlo::ReduceOp::Add);
-}
-
-// seg[j] = #{k : ends[k] <= j} for j in [0, n): the segment position j falls in,
-// for non-decreasing segment ends (S64 [K]). Positions past the last end get K.
-Value seg_of(hlo::Builder& b, Value ends, int64_t n) {
-  int64_t k = ends.dims()[0];
-  if (k == 0 || n == 0) return b.splat_i(0, {S64, {n}});
-  Value where = b.reshape(b.clamp(b.constant_i(0, S64), ends, b.constant_i(n, S64)), {k, 1});
-  hlo::Builder::ScatterDims s;
-  s.inserted_window_dims = {0};
-  s.scatter_dims_to_operand_dims = {0};
-  s.index_vector_dim = 1;
-  hlo::ReduceOp add = hlo::ReduceOp::Add;
-  Value counts = b.scatter(b.splat_i(0, {S64, {n + 1}}), where, b.splat_i(1, {S64, {k}}), s, &add);
-  return b.slice(prefix_sum(b, counts), {0}, {n}, {1});
-}
+using segments::prefix_sum;
+using segments::seg_of;
 
 // x [N, rest...] at rows idx (S64 [M], in range) -> [M, rest...].
 Value rows_at(hlo::Builder& b, Value x, Value idx) {

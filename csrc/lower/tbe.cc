@@ -17,7 +17,7 @@
 // would otherwise clamp or warn). Its backward, tpu::tbe_dense_backward, scatters
 // the output's gradient back into dev_weights' layout; the autograd glue that
 // connects the two is in csrc/aten/fbgemm_kernels.cc.
-#include "lower/helpers.h"
+#include "lower/segments.h"
 
 namespace tpu::lower {
 
@@ -27,26 +27,7 @@ using hlo::Cmp;
 using hlo::TensorType;
 constexpr ElemType S64 = ElemType::S64;
 
-Value prefix_sum_1d(hlo::Builder& b, Value x) {
-  int64_t n = x.dims()[0];
-  if (n == 0) return x;
-  return b.reduce_window(x, b.constant_i(0, x.elem()), {n}, {1}, {1}, {1}, {{n - 1, 0}},
-                         hlo::ReduceOp::Add);
-}
-
-// #{k : ends[k] <= j} for j in [0, n) (see jagged.cc).
-Value seg_of(hlo::Builder& b, Value ends, int64_t n) {
-  int64_t k = ends.dims()[0];
-  if (k == 0 || n == 0) return b.splat_i(0, {S64, {n}});
-  Value where = b.reshape(b.clamp(b.constant_i(0, S64), ends, b.constant_i(n, S64)), {k, 1});
-  hlo::Builder::ScatterDims s;
-  s.inserted_window_dims = {0};
-  s.scatter_dims_to_operand_dims = {0};
-  s.index_vector_dim = 1;
-  hlo::ReduceOp add = hlo::ReduceOp::Add;
-  Value counts = b.scatter(b.splat_i(0, {S64, {n + 1}}), where, b.splat_i(1, {S64, {k}}), s, &add);
-  return b.slice(prefix_sum_1d(b, counts), {0}, {n}, {1});
-}
+using segments::seg_of;
 
 // 1-D x at idx (any shape, S64, in range) -> idx's shape.
 Value take(hlo::Builder& b, Value x, Value idx) {
