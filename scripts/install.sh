@@ -16,6 +16,8 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 py=.venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check -r "requirements/$what.txt"
+[ ! -f "requirements/$what-nodeps.txt" ] \
+  || "$py" -m pip install -q --disable-pip-version-check --no-deps -r "requirements/$what-nodeps.txt"
 command -v ccache >/dev/null || (apt-get install -y -q ccache >/dev/null 2>&1 || true)
 # ccache keys on paths relative to the checkout, so a fresh clone reuses earlier builds.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"

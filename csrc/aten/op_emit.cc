@@ -62,7 +62,8 @@ c10::IValue ivalue_to_meta(const c10::IValue& v) {
 
 void flatten_meta(const c10::IValue& v, std::vector<lower::OutMeta>& out,
                   std::vector<int64_t>* counts) {
-  if (v.isTensor() && !v.toTensor().defined()) {
+  // An optional result the meta kernel leaves out (None) is not computed either.
+  if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) {
     out.push_back({c10::ScalarType::Undefined, {}});
     if (counts) counts->push_back(1);
   } else if (v.isTensor()) {

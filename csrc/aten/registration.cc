@@ -20,6 +20,7 @@ namespace tpu::aten {
 void register_unique_kernels(torch::Library& m);             // unique_kernels.cc
 void register_repeat_interleave_kernels(torch::Library& m);  // repeat_interleave_kernels.cc
 void register_complex_view_kernels(torch::Library& m);       // complex_view_kernels.cc
+void register_fbgemm_kernels();                              // fbgemm_kernels.cc
 
 namespace {
 
@@ -47,7 +48,8 @@ const std::set<std::string>& hand_written() {
       "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats",
       "aten::_native_batch_norm_legit_no_training", "aten::nonzero", "aten::masked_select",
       "aten::_embedding_bag_backward", "aten::record_stream",
-      "aten::_has_compatible_shallow_copy_type", "aten::zero_"};
+      "aten::_has_compatible_shallow_copy_type", "aten::zero_",
+      "fbgemm::permute_2D_sparse_data", "fbgemm::permute_1D_sparse_data"};
   return s;
 }
 
@@ -76,6 +78,25 @@ std::vector<std::string> register_lowered_ops(const std::string& ns) {
     done.insert(name);
     added.push_back(name);
   }
+  // Lowerings of ops not defined yet (a library such as fbgemm loads after us): the
+  // kernel is registered by name and takes effect when the library defines the op.
+  // Only ops we lower on purpose are named in the registry, none of them composite.
+  const std::string prefix = ns + "::";
+  for (const auto& [name, low] : lower::all()) {
+    if (name.rfind(prefix, 0) != 0 || hand_written().count(name) || done.count(name)) continue;
+    auto dot = name.find('.', prefix.size());
+    c10::OperatorName opname(name.substr(0, dot),
+                             dot == std::string::npos ? "" : name.substr(dot + 1));
+    if (c10::Dispatcher::singleton().findSchema(opname)) continue;
+    torch::Library*& lib = libraries[ns];
+    if (!lib)
+      lib = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__,
+                               __LINE__);
+    lib->impl(name.substr(prefix.size()).c_str(),
+              torch::CppFunction::makeFromBoxedFunction<&op_kernel>());
+    done.insert(name);
+    added.push_back(name);
+  }
   return added;
 }
 
@@ -94,6 +115,7 @@ void register_all_kernels() {
   register_repeat_interleave_kernels(*lib);
   register_complex_view_kernels(*lib);
   register_sparse_kernels(*lib);
+  register_fbgemm_kernels();
   // Every namespace with a lowering whose ops exist now (aten, tpu; a library
   // loaded later registers its own through register_lowered_ops).
   std::set<std::string> namespaces;

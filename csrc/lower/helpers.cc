@@ -211,6 +211,8 @@ void register_upsample_linear1d();
 void register_upsample_bicubic2d();
 void register_polar();
 void register_paged_attention();  // paged_attention.cc (serving, namespace tpu)
+void register_jagged();           // jagged.cc (fbgemm's jagged ops, TorchRec)
+void register_tbe();              // tbe.cc (fbgemm's table-batched embeddings, TorchRec)
 
 void register_all() {
   static bool done = false;
@@ -258,6 +260,8 @@ void register_all() {
   register_upsample_bicubic2d();
   register_polar();
   register_paged_attention();
+  register_jagged();
+  register_tbe();
 }
 
 }  // namespace tpu::lower

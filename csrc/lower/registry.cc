@@ -168,7 +168,9 @@ void add(const std::string& name, LowerFn fn, std::vector<int> static_args, bool
   table()[key] = Lowering{key, std::move(fn), std::move(static_args), needs_rng};
 }
 
-void skip_meta(const std::string& name) { table().at("aten::" + name).skip_meta = true; }
+void skip_meta(const std::string& name) {
+  table().at(name.find("::") != std::string::npos ? name : "aten::" + name).skip_meta = true;
+}
 
 void update_in_place(const std::string& name) { table().at(name).in_place = true; }
 

@@ -10,6 +10,7 @@ the signal the model found. Tables of mixed sizes, the largest a million rows.
     python examples/dlrm/train.py --device cpu           # PyTorch's CPU backend
     python examples/dlrm/train.py --check                # a few steps on tpu and CPU agree
     python examples/dlrm/train.py --tables 1000,100,10   # smaller tables
+    python examples/dlrm/train.py --torchrec --check     # TorchRec's EBC + KJT (torchrec_model.py)
 
 Adagrad updates every parameter (the optimizer DLRM is usually trained with; it
 takes dense and sparse gradients). `--sparse` makes the tables' gradients sparse
@@ -33,7 +34,11 @@ from examples.dlrm.model import DLRM  # noqa: E402
 
 def build(args, device):
     torch.manual_seed(args.seed)  # the same initial weights on every device
-    model = DLRM(args.tables, dense_in=DENSE, dim=args.dim, sparse=args.sparse).to(device)
+    if args.torchrec:
+        from examples.dlrm.torchrec_model import TorchRecDLRM
+        model = TorchRecDLRM(args.tables, dense_in=DENSE, dim=args.dim).to(device)
+    else:
+        model = DLRM(args.tables, dense_in=DENSE, dim=args.dim, sparse=args.sparse).to(device)
     opt = torch.optim.Adagrad(model.parameters(), lr=args.lr or 0.05)
     return model, opt
 
@@ -75,7 +80,12 @@ def main():
     p.add_argument("--test-logs", type=int, default=8192)
     p.add_argument("--sparse", action="store_true",
                    help="sparse embedding gradients (nn.EmbeddingBag(sparse=True))")
+    p.add_argument("--torchrec", action="store_true",
+                   help="TorchRec's EmbeddingBagCollection + KeyedJaggedTensor for the tables "
+                        "(strict_eager / defer_and_fuse)")
     args = p.parse_args()
+    if args.torchrec and (args.sparse or args.mode in ("compile", "inductor")):
+        p.error("--torchrec runs in strict_eager or defer_and_fuse, with dense gradients")
     args.tables = tuple(int(n) for n in args.tables.split(","))
     if any(n < 2 for n in args.tables):
         p.error("--tables: every table needs at least 2 rows (row 0 is the padding id)")
@@ -86,9 +96,16 @@ def main():
     print(f"DLRM: {len(args.tables)} tables {args.tables} x {args.dim} ({params / 1e6:.1f}M "
           f"embedding parameters), bags of up to {args.hot} ids, batch {args.batch}; "
           f"device {args.device}, mode {args.mode}, amp {args.amp}"
-          f"{', sparse gradients' if args.sparse else ''}")
+          f"{', sparse gradients' if args.sparse else ''}{', TorchRec EBC + KJT' if args.torchrec else ''}")
     if args.check:
-        return harness.check(lambda *a: train(args, data, *a), args)
+        if harness.device_type(args.device) == "tpu":
+            import torch_tpu.debug
+            torch_tpu.debug.reset_metrics()
+        harness.check(lambda *a: train(args, data, *a), args)
+        if harness.device_type(args.device) == "tpu":
+            print(f"CPU-fallback ops {torch_tpu.debug.metrics()['cpu_fallback_ops']} "
+                  f"{torch_tpu.debug.metrics()['cpu_fallback_counts'] or ''}")
+        return
 
     try:
         model, fwd, losses, times = train(args, data, args.device, args.mode, args.steps,
