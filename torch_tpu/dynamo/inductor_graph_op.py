@@ -114,8 +114,22 @@ def entry(key):
         return _entries.setdefault(key, _Entry(gm, layout))
 
 
+# A Python kernel runs with every dispatch key above the backend excluded. A graph
+# holding a higher-order op that vmaps its subgraphs (flex_attention over the score
+# matrix) needs functorch's vmap keys back while it runs (nothing else: autograd is
+# not wanted inside a compiled graph).
+_VMAP_KEYS = (torch._C.DispatchKey.FuncTorchDynamicLayerFrontMode,
+              torch._C.DispatchKey.FuncTorchDynamicLayerBackMode,
+              torch._C.DispatchKey.FuncTorchBatched,
+              torch._C.DispatchKey.FuncTorchVmapMode)
+
+
 def _run(key, args, ints):
-    return entry(key).run(list(args), list(ints))
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for k in _VMAP_KEYS:
+        exclude = exclude.remove(k)
+    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude):
+        return entry(key).run(list(args), list(ints))
 
 
 def _fake(key, args, ints):
