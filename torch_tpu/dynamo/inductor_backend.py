@@ -26,6 +26,7 @@ front of the pipeline (inductor's decompositions and passes, AOTAutograd's parti
 for training graphs).
 """
 import operator
+import weakref
 
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
@@ -165,12 +166,15 @@ def _restore_subgraphs(gm):
     for n in gm.graph.nodes:
         if n.op == "get_attr":
             sub = getattr(gm, n.target, None)
-            if isinstance(sub, torch.fx.GraphModule) and _UNMOVED in sub.meta:
-                sub.graph = sub.meta.pop(_UNMOVED)
+            unmoved = _unmoved.pop(sub, None) if isinstance(sub, torch.fx.GraphModule) else None
+            if unmoved is not None:
+                sub.graph = unmoved
                 sub.recompile()
 
 
-_UNMOVED = "tpu_inductor_unmoved_graph"
+# Each moved graph's original, while it may still turn out to be a subgraph. Kept
+# outside the module (not in gm.meta): inductor pickles a graph module's meta.
+_unmoved = weakref.WeakKeyDictionary()
 
 
 def _copy_graph(g):
@@ -216,7 +220,7 @@ def whole_graph(gm):
         else:
             raise NotImplementedError(f"tpu: inductor graph input {p.name} of type {type(v)}")
 
-    gm.meta[_UNMOVED] = _copy_graph(g)  # in case gm is a subgraph (_restore_subgraphs)
+    _unmoved[gm] = _copy_graph(g)  # in case gm is a subgraph (_restore_subgraphs)
     sub = torch.fx.Graph()
     env = {}
     for n in g.nodes:
