@@ -250,3 +250,37 @@ def test_autocast_runs_attention_in_bfloat16(enabled):
     qi, ki = torch.arange(L)[:, None], torch.arange(L)[None, :]
     ref = _reference(*(t.cpu().bfloat16().float() for t in (q, k, v)), (qi >= ki).expand(H, L, L), None)
     assert_close_cpu(out, ref.bfloat16(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.slow
+def test_inductor_cached_flex_graph_runs_in_a_later_process(tmp_path):
+    """Inductor caches a compiled flex_attention graph on disk; a later process that
+    hits that cache runs the graph (with its score_mod subgraph and captured tensor)
+    from the file torch_tpu kept beside it."""
+    from conftest import run_python
+    code = """
+        import torch, torch_tpu, warnings
+        warnings.filterwarnings("ignore")
+        from torch._dynamo.utils import counters
+        from torch.nn.attention.flex_attention import flex_attention
+        import torch_tpu.integrations.flex_attention as tpu_flex
+        tpu_flex.enable()
+        slopes = torch.tensor([0.5, 0.25])
+        def alibi(score, b, h, q, k):
+            return score + s[h] * (k - q)
+        q = torch.randn(1, 2, 32, 8, generator=torch.Generator().manual_seed(0))
+        s = slopes
+        ref = flex_attention(q, q, q, score_mod=alibi)
+        s = slopes.to("tpu")
+        out = torch.compile(flex_attention)(q.to("tpu"), q.to("tpu"), q.to("tpu"), score_mod=alibi)
+        torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=2e-5)
+        print("hits", counters["inductor"]["fxgraph_cache_hit"])
+    """
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TORCH_TPU_CACHE_DIR": str(tmp_path / "tpu")}
+    first = run_python(code, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "hits 0" in first.stdout
+    second = run_python(code, env=env, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "hits 0" not in second.stdout and "hits" in second.stdout, second.stdout
