@@ -47,6 +47,9 @@ from .dynamo import inductor_hook as _inductor_hook  # noqa: E402
 
 # torch.compile's default backend (inductor) hands tpu graphs to our compiler; see the module.
 _inductor_hook.install()
+# The tpu kernels of the flex_attention higher-order ops (flex_attention itself also
+# needs torch_tpu.integrations.flex_attention.enable(); see docs/flex_attention.md).
+from . import _flex_attention_hop  # noqa: E402,F401
 
 if not hasattr(torch.Tensor, "is_tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -26,6 +26,7 @@ front of the pipeline (inductor's decompositions and passes, AOTAutograd's parti
 for training graphs).
 """
 import operator
+import weakref
 
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
@@ -156,9 +157,36 @@ def _feeds(node, targets):
     return False
 
 
+def _restore_subgraphs(gm):
+    """Inductor runs its passes on a higher-order op's subgraphs (flex_attention's
+    score_mod / mask_mod, cond's branches) before their parent, so ours moved each into
+    a graph op of its own. The op calls them itself, under vmap for flex_attention,
+    which a program cannot take: they are put back as they were, and run inside the
+    parent's program."""
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            sub = getattr(gm, n.target, None)
+            unmoved = _unmoved.pop(sub, None) if isinstance(sub, torch.fx.GraphModule) else None
+            if unmoved is not None:
+                sub.graph = unmoved
+                sub.recompile()
+
+
+# Each moved graph's original, while it may still turn out to be a subgraph. Kept
+# outside the module (not in gm.meta): inductor pickles a graph module's meta.
+_unmoved = weakref.WeakKeyDictionary()
+
+
+def _copy_graph(g):
+    copy = torch.fx.Graph()
+    copy.output(copy.graph_copy(g, {}))
+    return copy
+
+
 def whole_graph(gm):
     """Rewrites `gm` in place into one `tpu_inductor.graph` call. Returns False (and
     leaves it as it is) when there is nothing to move."""
+    _restore_subgraphs(gm)
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     out_node = g.output_node()
@@ -192,6 +220,7 @@ def whole_graph(gm):
         else:
             raise NotImplementedError(f"tpu: inductor graph input {p.name} of type {type(v)}")
 
+    _unmoved[gm] = _copy_graph(g)  # in case gm is a subgraph (_restore_subgraphs)
     sub = torch.fx.Graph()
     env = {}
     for n in g.nodes:

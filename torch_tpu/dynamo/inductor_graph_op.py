@@ -69,12 +69,48 @@ def _graph_dir():
     return os.path.join(cache_dir(), "torch_tpu_graphs")
 
 
+def _call_hop(name, *args, **kwargs):
+    """A higher-order op's call as a pickled graph holds it (see _picklable)."""
+    return getattr(torch.ops.higher_order, name)(*args, **kwargs)
+
+
+class _HopTracer(torch.fx.Tracer):
+    """Rebuilds an unpickled graph that calls higher-order ops: _call_hop stays one node."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("autowrap_functions", (_call_hop,))
+        super().__init__(*args, **kwargs)
+
+
+def _picklable(gm):
+    """A pickled GraphModule is rebuilt by tracing its code, and a higher-order op
+    cannot be traced that way (flex_attention refuses proxies for its captured
+    tensors): such calls become `_call_hop(name, ...)` in the copy that is pickled."""
+    def is_hop(n):
+        return n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator)
+    if not any(is_hop(n) for n in gm.graph.nodes) and not any(
+            isinstance(m, torch.fx.GraphModule) and m is not gm and
+            any(is_hop(n) for n in m.graph.nodes) for m in gm.modules()):
+        return gm
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    copy = torch.fx.GraphModule(gm, graph)
+    for n in graph.nodes:
+        if is_hop(n):
+            n.args, n.target = (n.target.name(), *n.args), _call_hop
+        elif n.op == "get_attr" and isinstance(getattr(copy, n.target, None), torch.fx.GraphModule):
+            setattr(copy, n.target, _picklable(getattr(copy, n.target)))
+    copy._tracer_cls = _HopTracer
+    copy.recompile()
+    return copy
+
+
 def add(gm, layout):
     """Registers a graph; returns its key (stable across processes). A graph that cannot
     be pickled, or a cache directory that cannot be written, only costs the reuse of
     inductor's cached wrapper in another process (which then says so)."""
     try:
-        payload = pickle.dumps((gm, layout))
+        payload = pickle.dumps((_picklable(gm), layout))
     except Exception:  # noqa: BLE001  (e.g. a constant that does not pickle)
         payload = None
     key = hashlib.sha256(payload).hexdigest()[:40] if payload else f"mem{id(gm):x}{os.getpid()}"
@@ -114,8 +150,22 @@ def entry(key):
         return _entries.setdefault(key, _Entry(gm, layout))
 
 
+# A Python kernel runs with every dispatch key above the backend excluded. A graph
+# holding a higher-order op that vmaps its subgraphs (flex_attention over the score
+# matrix) needs functorch's vmap keys back while it runs (nothing else: autograd is
+# not wanted inside a compiled graph).
+_VMAP_KEYS = (torch._C.DispatchKey.FuncTorchDynamicLayerFrontMode,
+              torch._C.DispatchKey.FuncTorchDynamicLayerBackMode,
+              torch._C.DispatchKey.FuncTorchBatched,
+              torch._C.DispatchKey.FuncTorchVmapMode)
+
+
 def _run(key, args, ints):
-    return entry(key).run(list(args), list(ints))
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for k in _VMAP_KEYS:
+        exclude = exclude.remove(k)
+    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude):
+        return entry(key).run(list(args), list(ints))
 
 
 def _fake(key, args, ints):
