@@ -58,7 +58,7 @@ def _per_size(why):
 
 
 def _expr(d):
-    return d.node.expr if isinstance(d, torch.SymInt) else sympy.Integer(int(d))
+    return masked_trace.canonical(d.node.expr) if isinstance(d, torch.SymInt) else sympy.Integer(int(d))
 
 
 def _upper(sym_int, sym):
@@ -93,6 +93,7 @@ class BucketedGraph:
         self._per_size_factory = per_size
         self._per_size = None
         self._programs = {}   # bucket sizes -> (CompiledGraph, host checks)
+        self._exact = set()   # symbols used as values: they run at their exact size
         self._sizes = {}      # (symbol index, real size) -> 0-dim int64 device tensor
         self.why_per_size = None
         self._plan(gm)
@@ -153,16 +154,18 @@ class BucketedGraph:
 
     # -- calls ---------------------------------------------------------------------
     def __call__(self, args):
-        if self.why_per_size is None:
+        while self.why_per_size is None:
             real = self._real_sizes(args)
-            key = tuple(_buckets.bucket_for(real[s], self.policy, self.upper[s]) for s in self.syms)
+            key = tuple(real[s] if s in self._exact else
+                        _buckets.bucket_for(real[s], self.policy, self.upper[s]) for s in self.syms)
             entry = self._programs.get(key)
             if entry is None:
                 entry = self._build(key, args, real)
-            if entry is not False:
-                outs = self._run(entry, key, args, real)
-                if outs is not None:
-                    return outs
+            if entry is False:
+                break
+            outs = self._run(entry, key, args, real)
+            if outs is not None:
+                return outs
         _count("per_size_calls")
         if self._per_size is None:
             self._per_size = self._per_size_factory()
@@ -218,7 +221,7 @@ class BucketedGraph:
         Defer & Fuse recorder like any graph, then called directly)."""
         from .graph_runner import CompiledGraph
         values = dict(zip(self.syms, key))
-        gm, shapes, syms = self.gm, self.shapes, self.syms
+        gm, shapes, syms, exact = self.gm, self.shapes, self.syms, set(self._exact)
         n_tensors = sum(1 for a in args if isinstance(a, torch.Tensor))
         checks = dict(host=[], device=[])
 
@@ -231,7 +234,8 @@ class BucketedGraph:
                     full.append(int(shape.subs(values)))
                 else:
                     full.append(next(it))
-            interp = masked_trace.MaskedInterpreter(gm, values, dict(zip(syms, real_sizes)))
+            interp = masked_trace.MaskedInterpreter(gm, values, dict(zip(syms, real_sizes)),
+                                                    frozenset(exact))
             outs = interp.run(*full)
             checks["host"] = interp.host_checks
             checks["device"] = [msg for _, msg in interp.device_checks]
@@ -244,7 +248,6 @@ class BucketedGraph:
         graph._fn = padded_graph
         entry = (graph, checks)
         self._programs[key] = entry
-        _count("bucket_programs")
         return entry
 
     def _give_up(self, key, why):
@@ -253,6 +256,8 @@ class BucketedGraph:
         if self.why_per_size is None:
             self.why_per_size = why
             _per_size(why)
+            _count("bucketed_graphs", -1)
+            _count("per_size_graphs")
         self._programs[key] = False
         return False
 
@@ -267,10 +272,18 @@ class BucketedGraph:
         try:
             results = graph(inputs)
         except masked_trace.Unsupported as e:
+            pin = e.pin & set(self.syms)
+            if pin and not pin <= self._exact:
+                # sizes used as values run exact, the other symbols keep their buckets
+                self._exact |= pin
+                self._programs.clear()
+                _per_size(f"exact sizes for {sorted(map(str, pin))}: {str(e)[:3000]}")
+                return None
             self._give_up(key, str(e)[:3000])
             return None
         args.clear()
         if first:  # the recording call found the checks; a bucket's checks are its graph's
+            _count("bucket_programs")
             for cond, msg in checks["host"]:
                 if not bool(cond.subs(real)):
                     raise IndexError(msg.format(**names))

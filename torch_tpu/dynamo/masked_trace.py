@@ -29,11 +29,62 @@ aten = torch.ops.aten
 
 
 class Unsupported(Exception):
-    """The graph cannot run padded (the reason is the message)."""
+    """The graph cannot run padded (the reason is the message). `pin`: symbols that
+    would make it work if they ran at their exact size instead of a bucket."""
+
+    def __init__(self, msg, pin=()):
+        super().__init__(msg)
+        self.pin = frozenset(pin)
+
+
+def canonical(e):
+    """e, or the one symbol it equals (Dynamo's shape arithmetic leaves forms like
+    (s0**2)//s0 unsimplified): tested on a few assignments of its symbols."""
+    if e.is_number or isinstance(e, sympy.Symbol):
+        return e
+    free = sorted(e.free_symbols, key=str)
+    trials = [{s: v for s, v in zip(free, vals)}
+              for vals in ([3 + 2 * i for i in range(len(free))], [7 + 5 * i for i in range(len(free))],
+                           [64 + 13 * i for i in range(len(free))])]
+    for s in free:
+        try:
+            if all(int(e.subs(t)) == t[s] for t in trials):
+                return s
+        except (TypeError, ValueError):
+            return e
+    return e
 
 
 def _expr(d):
-    return d.node.expr if isinstance(d, torch.SymInt) else sympy.Integer(int(d))
+    return canonical(d.node.expr) if isinstance(d, torch.SymInt) else sympy.Integer(int(d))
+
+
+def _symbolic_node(a):
+    v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+    return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(v.node.expr.free_symbols)
+
+
+# Scalar arguments that may take a symbolic size: they shape the result, and the
+# bucket's value is the right one there.
+_SHAPE_SCALARS = {"arange.default": {"end"}, "arange.start": {"start", "end"},
+                  "arange.start_step": {"start", "end", "step"}}
+
+
+def _check_value_args(n, exact):
+    """A symbolic size used as a value (x / x.shape[1], a fill value) would be the
+    bucket's size in the padded program, not the real one."""
+    t = n.target
+    name = f"{t._schema.name.split('::')[-1]}.{t._overloadname}"
+    allowed = _SHAPE_SCALARS.get(name, ())
+    for arg, a in list(zip(t._schema.arguments, n.args)) + [
+            (next((x for x in t._schema.arguments if x.name == k), None), v) for k, v in n.kwargs.items()]:
+        if arg is None or arg.name in allowed:
+            continue
+        ty = str(arg.type)
+        if ty in ("Tensor", "Scalar", "float", "number", "Scalar?", "float?", "bool") and \
+                _symbolic_node(a) and not a.meta["val"].node.expr.free_symbols <= exact:
+            raise Unsupported(f"{t} uses a symbolic size as a value ({arg.name})",
+                              pin=a.meta["val"].node.expr.free_symbols)
 
 
 def _is_symbolic(d):
@@ -104,8 +155,11 @@ _SAME_POSITION = {
     aten.native_dropout.default, aten.clamp.default, aten.contiguous.default,
     # the same value everywhere: real wherever the input is
     aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
-    aten.empty_like.default,
+    aten.empty_like.default, aten.floor_divide.default,
 }
+
+_SIZE_QUERIES = {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+                 aten.sym_storage_offset.default}
 
 _SUM_LIKE = {aten.sum.dim_IntList: 0, aten.sum.default: 0, aten.prod.dim_int: 1, aten.prod.default: 1,
              aten.any.dim: False, aten.any.dims: False, aten.any.default: False,
@@ -125,8 +179,9 @@ class MaskedInterpreter(torch.fx.Interpreter):
     sym_values: symbol -> the bucket size it runs at; real_sizes: symbol -> a 0-dim
     int64 tensor holding the real size (a program input)."""
 
-    def __init__(self, gm, sym_values, real_sizes):
+    def __init__(self, gm, sym_values, real_sizes, exact=frozenset()):
         super().__init__(gm)
+        self.exact = exact  # symbols that run at their real size (may be used as values)
         self.sym_values = sym_values
         self.real_sizes = real_sizes
         self.masks = {}     # node -> mask, or tuple of masks for multi-output nodes
@@ -186,6 +241,9 @@ class MaskedInterpreter(torch.fx.Interpreter):
                 raise Unsupported(f"{n.op} node {n.target}")
             out, m = self._call(n, args, kwargs)
             meta = n.meta.get("val")
+            if isinstance(out, torch.Tensor) and out.device.type != "tpu" and isinstance(meta, torch.Tensor) \
+                    and any(_is_symbolic(d) for d in meta.shape):
+                raise Unsupported(f"{n.target} makes a {out.device.type} tensor of symbolic size")
             if isinstance(out, torch.Tensor):
                 m = self._shape_mask(meta, out, m)
                 if m is not None:
@@ -215,6 +273,9 @@ class MaskedInterpreter(torch.fx.Interpreter):
         if not isinstance(t, torch._ops.OpOverload):
             # SymInt arithmetic (operator.mul, sym_size, ...) runs on the bucket values.
             return t(*args, **kwargs), None
+        if t in _SIZE_QUERIES:
+            return t(*args, **kwargs), None  # the bucket's sizes, as the graph's arithmetic expects
+        _check_value_args(n, self.exact)
         if not any(m is not None for m in in_masks) and not any(
                 isinstance(self._mask_of(a), torch.Tensor) for a in kwargs.values()):
             return t(*args, **kwargs), None  # nothing padded flows in
@@ -477,11 +538,14 @@ def _mm_rule(it, n, args, kwargs, ms):
 
 def _embedding_rule(it, n, args, kwargs, ms):
     weight, idx = args[:2]
-    if ms[0] is not None:
-        raise Unsupported("padded embedding table")
+    mw = None if ms[0] is None else _full_rank(ms[0], 2)
     m = ms[1]
-    idx = _fill(idx, m, 0)  # pad ids may be anything; 0 is always a valid row
-    return n.target(weight, idx, *args[2:], **kwargs), m.unsqueeze(-1)
+    idx = _checked_index(it, n, idx, m, mw, 0)  # pad ids read row 0
+    out = n.target(weight, idx, *args[2:], **kwargs)
+    m = None if m is None else _full_rank(m, idx.dim()).unsqueeze(-1)
+    if mw is not None:
+        m = _and(m, _full_rank(mw.any(0, keepdim=True), out.dim()))
+    return out, m
 
 
 def _cumulative_rule(it, n, args, kwargs, ms):
@@ -539,13 +603,14 @@ def _topk_rule(it, n, args, kwargs, ms):
 def _gather_rule(it, n, args, kwargs, ms):
     x, dim, idx = args[0], args[1] % args[0].dim(), args[2]
     mx, mi = ms[0], ms[2]
-    if mx is not None and _full_rank(mx, x.dim()).shape[dim] != 1:
-        raise Unsupported("gather along a padded dim")
-    idx = _fill(idx, mi, 0)
+    mx = None if mx is None else _full_rank(mx, x.dim())
+    if mx is not None and mx.shape[dim] != 1 and _dim_extent(it, n, dim) is None:
+        raise Unsupported("gather along a padded dim that is not one symbol")
+    idx = _checked_index(it, n, idx, mi, mx, dim)
     out = n.target(x, args[1], idx, *args[3:], **kwargs)
     m = mi
     if mx is not None:
-        m = _and(m, _full_rank(mx, x.dim()))
+        m = _and(m, mx.any(dim, keepdim=True) if mx.shape[dim] != 1 else mx)
     return out, m
 
 
