@@ -261,6 +261,8 @@ def test_bert_encoder_over_varied_lengths_smoke():
     s = _bert_over([3, 6, 5])
     assert s["per_size_calls"] == 0, s["per_size_reasons"]
     assert s["bucket_programs"] == 2
+    (graph,) = torch_tpu.debug.compiled_graphs()  # one record for the graph's programs
+    assert graph["calls"] == 3 and graph["compiles"] + graph["cache_hits"] == 3
 
 
 @pytest.mark.slow

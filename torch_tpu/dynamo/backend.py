@@ -39,7 +39,7 @@ def _compiler(kind, policy):
         # training graphs (their backward would need the masks too) run per size.
         policy_now = buckets.get_dynamic_buckets() if policy is None else policy
         if kind == "inference" and policy_now is not False and has_symbolic_inputs(gm):
-            graph = BucketedGraph(gm, kind, policy_now, lambda: CompiledGraph(gm, kind))
+            graph = BucketedGraph(gm, kind, policy_now, lambda rec: CompiledGraph(gm, kind, rec))
         else:
             graph = CompiledGraph(gm, kind)
 

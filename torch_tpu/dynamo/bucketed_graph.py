@@ -91,6 +91,7 @@ class BucketedGraph:
         self.kind = kind
         self.policy = policy
         self._per_size_factory = per_size
+        self._record = None   # one debug.compiled_graphs() record for all its programs
         self._per_size = None
         self._programs = {}   # bucket sizes -> (CompiledGraph, host checks)
         self._exact = set()   # symbols used as values: they run at their exact size
@@ -168,7 +169,8 @@ class BucketedGraph:
                 return outs
         _count("per_size_calls")
         if self._per_size is None:
-            self._per_size = self._per_size_factory()
+            self._per_size = self._per_size_factory(self._record)
+            self._record = self._per_size.record
         return self._per_size(args)
 
     def _real_sizes(self, args):
@@ -244,7 +246,8 @@ class BucketedGraph:
                 results.append(torch.stack([flag for flag, _ in interp.device_checks]))
             return results
 
-        graph = CompiledGraph(gm, self.kind)
+        graph = CompiledGraph(gm, self.kind, self._record)
+        self._record = graph.record
         graph._fn = padded_graph
         entry = (graph, checks)
         self._programs[key] = entry
@@ -268,7 +271,7 @@ class BucketedGraph:
             if not bool(cond.subs(real)):
                 raise IndexError(msg.format(**names))
         inputs = self._padded_inputs(args, key) + self._size_tensors(real, self._device(args))
-        first = not graph.record.calls
+        first = not checks.get("ran")
         try:
             results = graph(inputs)
         except masked_trace.Unsupported as e:
@@ -283,6 +286,7 @@ class BucketedGraph:
             return None
         args.clear()
         if first:  # the recording call found the checks; a bucket's checks are its graph's
+            checks["ran"] = True
             _count("bucket_programs")
             for cond, msg in checks["host"]:
                 if not bool(cond.subs(real)):
