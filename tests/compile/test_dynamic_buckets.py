@@ -273,3 +273,18 @@ def test_bert_encoder_lengths_1_to_512_compile_at_most_10_programs():
     assert s["per_size_calls"] <= 1, s["per_size_reasons"]  # length 1: Dynamo specialises it
     programs = torch_tpu.debug.metrics()["programs_compiled"] - before
     assert s["bucket_programs"] <= 10 and programs <= 10 + 1
+
+
+def test_buckets_in_defer_and_fuse_with_pending_inputs():
+    torch_tpu.set_execution_mode("defer_and_fuse")
+
+    def make(n, i):
+        return (_data(n, i),)
+    compiled = torch.compile(lambda x: (x * 2).softmax(1).sum(1), backend="tpu", dynamic=True)
+    with torch.no_grad():
+        for i, n in enumerate(SIZES):
+            (x,) = make(n, i)
+            pending = x.to("tpu") + 1  # recorded, not yet run, when the graph pads it
+            torch.testing.assert_close(compiled(pending).cpu(), ((x + 1) * 2).softmax(1).sum(1),
+                                       equal_nan=True, **TOL)
+    assert torch_tpu.debug.dynamic_shapes()["padded_calls"] == len(SIZES)
