@@ -274,7 +274,15 @@ class BucketedGraph:
         first = not checks.get("ran")
         try:
             results = graph(inputs)
-        except masked_trace.Unsupported as e:
+        except Exception as e:
+            if not first:
+                raise
+            if not isinstance(e, masked_trace.Unsupported):
+                # the graph failed at the bucket's sizes (a masking rule's gap): the
+                # per-size path runs it as traced
+                self._give_up(key, f"running at sizes {key} failed: {type(e).__name__}: "
+                                   f"{str(e)[:3000]}")
+                return None
             pin = e.pin & set(self.syms)
             if pin and not pin <= self._exact:
                 # sizes used as values run exact, the other symbols keep their buckets
