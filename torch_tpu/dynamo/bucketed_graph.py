@@ -248,6 +248,9 @@ class BucketedGraph:
 
         graph = CompiledGraph(gm, self.kind, self._record)
         self._record = graph.record
+        if graph._split is not None:
+            # its CPU prologue maps the graph's own inputs, not the padded ones
+            return self._give_up(key, "a graph with CPU scalar work (cpu_prologue)")
         graph._fn = padded_graph
         entry = (graph, checks)
         self._programs[key] = entry
