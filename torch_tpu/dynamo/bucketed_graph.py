@@ -6,9 +6,9 @@ each symbol up to its bucket (buckets.py), pads the inputs to the bucket with ze
 and calls the program traced for that bucket (masked_trace.py: padding is masked
 out of every reduction, so results at real positions are exact), with the real
 sizes as runtime inputs; outputs are then sliced back to the real sizes (views, no
-program). The first call of a bucket traces the graph at the bucket's sizes
-(make_fx, fake tensors) into a static graph run by the usual CompiledGraph: one
-fused program, called directly afterwards.
+program). The first call of a bucket runs the graph through the masking
+interpreter under the usual CompiledGraph, whose Defer & Fuse recorder makes it
+one fused program, called directly afterwards.
 
 Inputs are padded through the host: a device program that pads would itself be
 compiled once per real size. Graphs that cannot be padded (an op with no masking
