@@ -81,7 +81,8 @@ from .modes import (  # noqa: E402,F401
 _modes._init_from_env()
 from .device import (  # noqa: E402,F401
     device_count, is_available, synchronize, manual_seed, manual_seed_all)
+from .dynamo.buckets import set_dynamic_buckets  # noqa: E402,F401  (imports no Dynamo)
 
 __all__ = ["cache", "debug", "device_count", "is_available", "synchronize", "manual_seed",
            "manual_seed_all", "set_execution_mode", "get_execution_mode", "execution_mode",
-           "mark_step"]
+           "mark_step", "set_dynamic_buckets"]

@@ -34,6 +34,14 @@ def reset_metrics():
     _C._reset_deferred_stats()
 
 
+def dynamic_shapes():
+    """torch.compile graphs with symbolic sizes: how many run padded to buckets and
+    how many per size (and why), programs made for buckets, calls of each kind
+    (see torch_tpu/dynamo/bucketed_graph.py)."""
+    from .dynamo import bucketed_graph
+    return bucketed_graph.stats()
+
+
 def _size(n):
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

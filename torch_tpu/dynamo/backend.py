@@ -26,15 +26,22 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
-from . import device_interface, lean_autograd
+from . import buckets, device_interface, lean_autograd
+from .bucketed_graph import BucketedGraph, has_symbolic_inputs
 from .graph_runner import CompiledGraph
 
 device_interface.register()
 
 
-def _compiler(kind):
+def _compiler(kind, policy):
     def compile_graph(gm, example_inputs):
-        graph = CompiledGraph(gm, kind)
+        # Symbolic sizes: an inference graph runs padded to buckets (bucketed_graph.py);
+        # training graphs (their backward would need the masks too) run per size.
+        policy_now = buckets.get_dynamic_buckets() if policy is None else policy
+        if kind == "inference" and policy_now is not False and has_symbolic_inputs(gm):
+            graph = BucketedGraph(gm, kind, policy_now, lambda rec: CompiledGraph(gm, kind, rec))
+        else:
+            graph = CompiledGraph(gm, kind)
 
         # A plain function: AOTAutograd wraps the backward in torch._dynamo.disable,
         # which keeps a function's attributes (_boxed_call) but not an instance's.
@@ -68,20 +75,30 @@ def decompositions():
 
 
 @functools.cache
-def _aot_backend():
+def _aot_backend(policy=None):
     return aot_autograd(
-        fw_compiler=_compiler("forward"),
-        bw_compiler=_compiler("backward"),
-        inference_compiler=_compiler("inference"),
+        fw_compiler=_compiler("forward", policy),
+        bw_compiler=_compiler("backward", policy),
+        inference_compiler=_compiler("inference", policy),
         decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
 
 
-def tpu_backend(gm, example_inputs, **kwargs):
+def tpu_backend(gm, example_inputs, options=None, **kwargs):
     """Dynamo backend entry: an FX graph and its example inputs -> a callable.
     A plain training graph takes the lean run-time (lean_autograd.py); anything
-    else AOTAutograd's full one."""
+    else AOTAutograd's full one.
+
+    options (torch.compile(..., options={...})): "dynamic_buckets": "pow2", a list of
+    sizes, or False (one program per size); default: torch_tpu.set_dynamic_buckets."""
+    options = dict(options or {})
+    policy = buckets.normalize(options.pop("dynamic_buckets")) if "dynamic_buckets" in options else None
+    if options:
+        raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(options)} "
+                         "(known: dynamic_buckets)")
+    if policy is not None:
+        return _aot_backend(policy)(gm, example_inputs, **kwargs)
     if not kwargs and os.environ.get("TORCH_TPU_COMPILE_LEAN", "1") != "0":
         fn = lean_autograd.lean(gm, example_inputs, decompositions())
         if fn is not None:

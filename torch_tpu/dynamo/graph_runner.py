@@ -72,13 +72,14 @@ class CompiledGraph:
     convention); it empties the list before returning so that saved activations
     are released as soon as the program no longer needs them."""
 
-    def __init__(self, gm, kind):
+    def __init__(self, gm, kind, record=None):
+        # record: shared by the programs of one graph that runs in several (buckets)
         self._split = cpu_prologue.split(gm)
         device_gm = self._split.device_gm if self._split else gm
         self._fn = device_gm.forward
         nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         ops = sorted({str(n.target) for n in nodes})
-        self.record = graph_stats.new_record(kind, len(nodes), ops, gm.code)
+        self.record = record or graph_stats.new_record(kind, len(nodes), ops, gm.code)
         self._traces = _C._CompiledTraceSet()  # called in one C++ step
         self._direct = []  # per trace (same order): how to finish its results
         self._why_not = _why_not_direct(device_gm)
