@@ -142,9 +142,9 @@ def _fmt_ms(x):
 
 def table(results: dict, s: dict) -> str:
     c1, c2 = s["clients"]
-    lines = [f"| row | output tok/s (offline) | ratio to plugin | TTFT ms @{c1} | TPOT ms @{c1} "
+    lines = [f"| row | output tok/s (offline) | ratio to vLLM CPU | TTFT ms @{c1} | TPOT ms @{c1} "
              f"| TTFT ms @{c2} | TPOT ms @{c2} |", "|---|---|---|---|---|---|---|"]
-    base = results.get("plugin", {}).get("tokens_per_s")
+    base = results.get("vllm-cpu", {}).get("tokens_per_s")  # the target: ours / vLLM CPU
     for row, label in ROWS.items():
         r = results.get(row)
         if r is None:
