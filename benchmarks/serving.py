@@ -6,6 +6,8 @@ Run in the serving environment (bash scripts/install.sh vllm):
 
 Rows (each in its own process, so one backend's state or threads never touch another's):
   plugin      vLLM on the tpu device through torch_tpu's platform plugin (eager runner)
+  plugin-compiled  the same with the runner's compiled path (additional_config
+              torch_tpu_compile: torch.compile(backend="tpu") per bucket)
   vllm-cpu    vLLM's own CPU platform (TORCH_TPU_VLLM=0: our plugin declines)
   hf-tpu      Transformers generate() on tpu, one batch of all requests
   hf-cpu      Transformers generate() on the CPU, same batch
@@ -29,6 +31,7 @@ import serving_common as common  # noqa: E402
 
 ROWS = {
     "plugin": "vLLM + torch_tpu plugin (tpu, eager)",
+    "plugin-compiled": "vLLM + torch_tpu plugin (tpu, compiled)",
     "vllm-cpu": "vLLM CPU backend",
     "hf-tpu": "Transformers generate() on tpu",
     "hf-cpu": "Transformers generate() on CPU",
@@ -59,11 +62,17 @@ def _env_for(row: str) -> dict:
 
 
 # ---- one row (runs in a child process) -------------------------------------------------
-def _offline_vllm(model_dir, s) -> float:
+def _engine_args(row, s) -> dict:
+    if row == "plugin-compiled":
+        return {**s["engine"], "additional_config": {"torch_tpu_compile": True}}
+    return s["engine"]
+
+
+def _offline_vllm(model_dir, s, row) -> float:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=model_dir, **s["engine"])
+    llm = LLM(model=model_dir, **_engine_args(row, s))
     vocab = common.SIZES[s["size"]]["vocab_size"]
     prompts = [TokensPrompt(prompt_token_ids=common.prompt_ids(i, s["prompt_len"], vocab))
                for i in range(s["requests"])]
@@ -81,7 +90,7 @@ def _online(model_dir, s, row, log_path) -> dict:
 
     vocab = common.SIZES[s["size"]]["vocab_size"]
     result = {}
-    with common.openai_server(model_dir, s["engine"], env=_env_for(row),
+    with common.openai_server(model_dir, _engine_args(row, s), env=_env_for(row),
                               log_path=log_path) as (base, _):
         with httpx.Client(base_url=base, timeout=600) as warm:  # first request off the clock
             common.stream_completion(warm, common.prompt_ids(999, s["prompt_len"], vocab), 4)
@@ -118,10 +127,11 @@ def _offline_hf(model_dir, s, device) -> float:
     return (out.shape[1] - ids.shape[1]) * out.shape[0] / elapsed
 
 
-def run_row(row, model_dir, s, log_path) -> dict:
-    if row in ("plugin", "vllm-cpu"):
-        tps = _offline_vllm(model_dir, s)
-        return dict(tokens_per_s=tps, online=_online(model_dir, s, row, log_path))
+def run_row(row, model_dir, s, log_path, offline_only=False) -> dict:
+    if row in ("plugin", "plugin-compiled", "vllm-cpu"):
+        tps = _offline_vllm(model_dir, s, row)
+        online = None if offline_only else _online(model_dir, s, row, log_path)
+        return dict(tokens_per_s=tps, online=online)
     return dict(tokens_per_s=_offline_hf(model_dir, s, row.split("-")[1]), online=None)
 
 
@@ -132,9 +142,9 @@ def _fmt_ms(x):
 
 def table(results: dict, s: dict) -> str:
     c1, c2 = s["clients"]
-    lines = [f"| row | output tok/s (offline) | ratio to plugin | TTFT ms @{c1} | TPOT ms @{c1} "
+    lines = [f"| row | output tok/s (offline) | ratio to vLLM CPU | TTFT ms @{c1} | TPOT ms @{c1} "
              f"| TTFT ms @{c2} | TPOT ms @{c2} |", "|---|---|---|---|---|---|---|"]
-    base = results.get("plugin", {}).get("tokens_per_s")
+    base = results.get("vllm-cpu", {}).get("tokens_per_s")  # the target: ours / vLLM CPU
     for row, label in ROWS.items():
         r = results.get(row)
         if r is None:
@@ -158,6 +168,7 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS), help="comma-separated subset of rows")
     ap.add_argument("--model-dir", help="where the random-weight checkpoint is kept")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--offline-only", action="store_true", help="skip the online (server) runs")
     ap.add_argument("--row", help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -167,7 +178,7 @@ def main():
     if args.row:
         for k, v in _env_for(args.row).items():
             os.environ.setdefault(k, v)
-        res = run_row(args.row, model_dir, s, args.out + ".server.log")
+        res = run_row(args.row, model_dir, s, args.out + ".server.log", args.offline_only)
         with open(args.out, "w") as f:
             json.dump(res, f)
         return
@@ -179,7 +190,8 @@ def main():
         out = os.path.join(work, row + ".json")
         t0 = time.time()
         proc = subprocess.run([sys.executable, __file__, "--row", row, "--out", out,
-                               "--model-dir", model_dir] + (["--quick"] if args.quick else []),
+                               "--model-dir", model_dir] + (["--quick"] if args.quick else [])
+                              + (["--offline-only"] if args.offline_only else []),
                               env={**os.environ, **_env_for(row)}, capture_output=True,
                               text=True)
         if proc.returncode == 0:

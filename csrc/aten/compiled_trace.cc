@@ -70,6 +70,7 @@ std::shared_ptr<CompiledTrace> CompiledTrace::capture(const std::vector<at::Tens
     std::lock_guard<std::mutex> lock(t.mu);
     t.unbounded = false;
     cut = t.runs != runs_before;
+    info.capturing = true;
     t.flush_locked("compiled graph", &info);
   }
   if (!cut && engine::metrics().cpu_fallback_ops.load() != t_fallbacks_before) {
@@ -89,6 +90,8 @@ std::shared_ptr<CompiledTrace> CompiledTrace::capture(const std::vector<at::Tens
   ct->exe_ = info.prog->exe;
   ct->checks_ = info.checks;
   ct->where_ = info.where;
+  ct->origin_ = std::make_shared<const engine::LaunchOrigin>(
+      engine::LaunchOrigin{"a compiled graph", info.where});
   ct->device_ = info.device;
 
   std::unordered_map<engine::Slot*, int> input_of;
@@ -138,6 +141,8 @@ std::shared_ptr<CompiledTrace> CompiledTrace::capture(const std::vector<at::Tens
     }
     ct->params_.push_back(std::move(b));
   }
+  for (int p : info.prog->donated)
+    if (ct->params_[p].kind == ParamBind::kInput) ct->donated_.push_back(p);
 
   std::unordered_map<engine::Slot*, int> storage_of;
   for (int id : info.outputs) {
@@ -268,7 +273,13 @@ std::vector<at::Tensor> CompiledTrace::run(const std::vector<at::Tensor>& inputs
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
-  auto outs = engine::launch(*exe_, raw, device_, "a compiled graph", where_);
+  // A storage the program updates in place (a KV cache) is donated when its slot
+  // and `bufs` hold the only references to its buffer (no clone shares it).
+  std::vector<int64_t> donate;
+  for (int p : donated_)
+    if (bufs[p].use_count() == 2) donate.push_back(p);
+  engine::metrics().donated_inputs += donate.size();
+  auto outs = engine::launch(*exe_, raw.data(), raw.size(), device_, origin_, donate);
   bufs.clear();
   if (checks_) register_checks(checks_, outs.back(), device_);
   calls_++;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "aten/trace.h"
+#include "engine/async_errors.h"
 
 namespace tpu::aten {
 
@@ -83,6 +84,8 @@ class CompiledTrace {
   std::shared_ptr<pjrt::Executable> exe_;
   std::shared_ptr<CheckSites> checks_;
   std::function<std::string()> where_;  // its ops and lines, for a failed launch
+  std::shared_ptr<const engine::LaunchOrigin> origin_;  // made once from where_
+  std::vector<int> donated_;  // input parameters the program updates in place
   int device_ = 0;
   std::vector<InputSig> sig_;
   std::vector<ParamBind> params_;

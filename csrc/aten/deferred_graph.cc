@@ -135,16 +135,31 @@ std::string describe_node(const Trace& g, size_t i) {
 // Emits the first `upto` nodes; returns the program's MLIR text. `outputs` are
 // graph slots, each written by one of those nodes. With `check_nodes`, the
 // nodes' device-side checks become a last output (their nodes listed there) and
-// storages the graph rewrites keep their contents when one fails.
+// storages the graph rewrites keep their contents when one fails, except the
+// targets of in-place ops (below). `donated` gets the parameters the program
+// aliases to an output.
 std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
-                  std::vector<size_t>* check_nodes = nullptr) {
+                  std::vector<size_t>* check_nodes = nullptr,
+                  std::vector<int>* donated = nullptr) {
   std::vector<lower::Ctx::Check> checks;
   hlo::Builder b;
   std::vector<hlo::Value> pvals;
   for (const auto& p : g.params) pvals.push_back(b.parameter(p.type));
   std::vector<hlo::Value> cur(g.slots.size());
+  std::vector<int> slot_of_param(g.params.size(), -1);
   for (size_t id = 0; id < g.slots.size(); ++id)
-    if (g.slots[id].param >= 0) cur[id] = pvals[g.slots[id].param];
+    if (g.slots[id].param >= 0) {
+      cur[id] = pvals[g.slots[id].param];
+      slot_of_param[g.slots[id].param] = static_cast<int>(id);
+    }
+  // Storages an in-place op updates (Lowering::in_place, a KV-cache write: the
+  // storage it reads whose type its result has, in its in-place form or its
+  // functional form followed by copy_ in a compiled graph): updated in place by
+  // the program (their parameter aliased to their output) and, as in Strict
+  // Eager, never rolled back when a check fails (the op drops bad elements
+  // itself). Rolling back would select between old and new contents, which
+  // needs the old copy: the whole cache copied per step.
+  std::vector<bool> in_place(g.slots.size(), false);
   // Every slot's value before the first node that declares checks: what the
   // outputs fall back to when a check fails (that op and later ones leave no
   // partial writes visible; storages made before it keep their values).
@@ -172,6 +187,20 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "Defer & Fuse: lowering ", describe_node(g, k), "\nfailed: ", e.what());
     }
+    if (n.rec.info->lowering && n.rec.info->lowering->in_place) {
+      for (size_t i = 0; i < n.ins.size(); ++i) {
+        int id = n.ins[i].internal ? n.ins[i].id : slot_of_param[n.ins[i].id];
+        if (id < 0) continue;
+        for (const hlo::Value& v : vals)
+          if (v.type == in[i].type) in_place[id] = true;
+      }
+    } else if (n.rec.info->name == "aten::copy_") {
+      // A compiled graph updates the clone (auto_functionalized) and copies it back.
+      for (size_t i = 0; i < n.ins.size(); ++i)
+        if (n.ins[i].internal && in_place[n.ins[i].id])
+          for (size_t j = 0; j < vals.size(); ++j)
+            if (vals[j].type == in[i].type) in_place[n.outs[j]] = true;
+    }
     if (check_nodes) check_nodes->insert(check_nodes->end(), checks.size() - had, k);
     for (size_t c = had; c < checks.size(); ++c)
       failed = failed.valid() ? b.binary("or", failed, checks[c].failed) : checks[c].failed;
@@ -179,7 +208,7 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
       int id = n.outs[j];
       cur[id] = vals[j];
       gated[id] = 0;
-      if (failed.valid() && !before.empty() && before[id].valid()) {
+      if (failed.valid() && !before.empty() && before[id].valid() && !in_place[id]) {
         cur[id] = unless_failed(b, failed, before[id], vals[j]);
         gated[id] = checks.size();
       }
@@ -187,8 +216,14 @@ std::string build(Trace& g, const std::vector<int>& outputs, size_t upto,
   }
   std::vector<hlo::Value> rets;
   for (int id : outputs) {
-    bool covered = gated[id] == checks.size() || before.empty() || !before[id].valid();
+    bool covered =
+        in_place[id] || gated[id] == checks.size() || before.empty() || !before[id].valid();
     rets.push_back(covered ? cur[id] : unless_failed(b, failed, before[id], cur[id]));
+    int param = g.slots[id].param;
+    if (donated && in_place[id] && param >= 0 && rets.back().type == pvals[param].type) {
+      b.donate(pvals[param], static_cast<int>(rets.size()) - 1);
+      donated->push_back(param);
+    }
   }
   if (!checks.empty()) rets.push_back(check_flags(b, checks));
   b.ret(rets);
@@ -322,7 +357,7 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   if (!prog) {
     compiled = true;
     prog = std::make_shared<FusedProgram>();
-    std::string mlir = build(g, outputs, g.nodes.size(), &prog->check_nodes);
+    std::string mlir = build(g, outputs, g.nodes.size(), &prog->check_nodes, &prog->donated);
     auto t0 = std::chrono::steady_clock::now();
     try {
       prog->exe = engine::compile_program(mlir, what);
@@ -341,6 +376,14 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(bufs.size());
   for (auto& b : bufs) raw.push_back(b.get());
+  // An aliased parameter is donated (updated in place) when its storage's slot, the
+  // trace's parameter and `bufs` hold the only references to its buffer. Not on a
+  // compiled graph's capture: it may keep a parameter's buffer as a constant.
+  std::vector<int64_t> donate;
+  if (!info || !info->capturing)
+    for (int p : prog->donated)
+      if (bufs[p].use_count() == 3) donate.push_back(p);
+  engine::metrics().donated_inputs += donate.size();
   // The check sites copy their nodes' stacks; then every node's stack moves into
   // the list a run-time failure of this launch is described from.
   std::shared_ptr<CheckSites> checks;
@@ -349,7 +392,10 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   sites->reserve(g.nodes.size());
   for (auto& n : g.nodes) sites->push_back(NodeSite{n.rec.info, std::move(n.stack)});
   std::function<std::string()> where = [sites] { return describe_sites(*sites); };
-  auto outs = engine::launch(*prog->exe, raw, device, what, where);
+  auto outs = engine::launch(*prog->exe, raw.data(), raw.size(), device,
+                            std::make_shared<const engine::LaunchOrigin>(
+                                engine::LaunchOrigin{what, where}),
+                            donate);
   if (checks) register_checks(checks, outs.back(), device);
   for (size_t j = 0; j < outputs.size(); ++j) {
     auto& s = g.slots[outputs[j]].slot;

@@ -71,10 +71,15 @@ struct FusedProgram {
   std::shared_ptr<pjrt::Executable> exe;
   // The node of each device-side check; with any, the last output is their flags.
   std::vector<size_t> check_nodes;
+  // Parameters aliased to an output (in-place updates; see build() in deferred_graph.cc).
+  std::vector<int> donated;
 };
 
 // What one run of a trace did: for graph statistics and compiled traces.
 struct RunInfo {
+  // Set by the caller: the run becomes a CompiledTrace, which may keep a parameter's
+  // buffer as a constant (so none is donated).
+  bool capturing = false;
   bool ran = false;
   bool compiled = false;       // the fused cache missed
   double compile_seconds = 0;  // XLA compile or disk-cache load of that miss

@@ -178,24 +178,23 @@ std::vector<Value> paged_attention(Ctx& c) {
 
   Value qf = b.mul(b.reshape(cast(b, q, f), {t, hkv, g, d}),
                    b.broadcast_to(cast(b, c.scalar(5, f), f), {t, hkv, g, d}));
-  Value keys = b.reshape(b.slice(cache, {0, 0, 0, 0, 0}, {1, nblocks, bs, hkv, d}, {1, 1, 1, 1, 1}),
-                         {nblocks, bs, hkv, d});
-  Value vals = b.reshape(b.slice(cache, {1, 0, 0, 0, 0}, {2, nblocks, bs, hkv, d}, {1, 1, 1, 1, 1}),
-                         {nblocks, bs, hkv, d});
+  // Keys are rows [0, nblocks) and values rows [nblocks, 2 nblocks) of one reshape of the
+  // cache (a bitcast): slicing out keys and values copied the whole cache per call.
+  Value kv_rows = b.reshape(cache, {2 * nblocks, bs, hkv, d});
   Value m0 = b.splat_f(-std::numeric_limits<double>::infinity(), {f, {t, hkv, g}});
   Value l0 = b.splat_f(0, {f, {t, hkv, g}});
   Value acc0 = b.splat_f(0, {f, {t, hkv, g, d}});
 
-  // Loop-carried: i, trips, m, l, acc, q, keys, values, token tables, positions.
+  // Loop-carried: i, trips, m, l, acc, q, cache rows, token tables, positions.
   auto cond = [](hlo::Builder& r, const std::vector<Value>& a) {
     return std::vector<Value>{r.compare(a[0], a[1], Cmp::LT)};
   };
   auto body = [=](hlo::Builder& r, const std::vector<Value>& a) {
-    Value i = a[0], m = a[2], l = a[3], acc = a[4], qv = a[5], kc = a[6], vc = a[7],
-          tt = a[8], ps = a[9];
+    Value i = a[0], m = a[2], l = a[3], acc = a[4], qv = a[5], rows = a[6], tt = a[7],
+          ps = a[8];
     Value blk = r.reshape(r.dynamic_slice(tt, {r.constant_i(0, i32), i}, {t, 1}), {t});
-    Value kb = take_rows(r, kc, blk);  // [T, bs, hkv, d]
-    Value vb = take_rows(r, vc, blk);
+    Value kb = take_rows(r, rows, blk);  // [T, bs, hkv, d]
+    Value vb = take_rows(r, rows, r.add(blk, r.splat_i(nblocks, blk.type)));
     Value s = dot_acc(r, qv, cast(r, kb, f), {0, 1}, {0, 2}, {3}, {3}, f);  // [T, hkv, g, bs]
     if (soft_cap > 0) {
       Value cap = r.splat_f(soft_cap, s.type);
@@ -223,10 +222,9 @@ std::vector<Value> paged_attention(Ctx& c) {
     Value pv = dot_acc(r, p, cast(r, vb, f), {0, 1}, {0, 2}, {3}, {1}, f);  // [T, hkv, g, d]
     Value acc_new = r.add(r.mul(acc, r.broadcast_in_dim(alpha, acc.dims(), {0, 1, 2})), pv);
     return std::vector<Value>{r.add(i, r.constant_i(1, i32)), a[1], m_new, l_new, acc_new,
-                              qv, kc, vc, tt, ps};
+                              qv, rows, tt, ps};
   };
-  auto out = b.while_loop({b.constant_i(0, i32), trips, m0, l0, acc0, qf, keys, vals, tok_tables,
-                           pos},
+  auto out = b.while_loop({b.constant_i(0, i32), trips, m0, l0, acc0, qf, kv_rows, tok_tables, pos},
                           cond, body);
   Value l = out[3], acc = out[4];
   Value empty = b.compare(l, b.splat_f(0, l.type), Cmp::EQ);  // padding tokens

@@ -137,7 +137,8 @@ struct Lowering {
   bool skip_meta = false;
   // The op updates what it writes in place: Strict Eager donates the written
   // buffer to the program when nothing else holds it (a KV cache write must not
-  // copy the cache per step). A failed device-side check then leaves the op's
+  // copy the cache per step); a fused program (Defer & Fuse, torch.compile)
+  // aliases and donates the storage it updates (build() in aten/deferred_graph.cc). A failed device-side check then leaves the op's
   // valid writes in place instead of undoing the whole write (the undo's select
   // of old and new contents would need the old copy): the lowering drops the bad
   // elements itself. Opt-in per op: buffers that alias host memory (host-staged

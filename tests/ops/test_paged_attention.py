@@ -182,6 +182,74 @@ def test_write_then_attend_under_torch_compile():
     assert torch.equal(args[1][0].cpu().view(-1, 2, 8)[slots], new_k)
 
 
+def _decode_step(q, cache, k, v, slot_mapping, tab, seq, qsl):
+    torch.ops.tpu.write_kv_cache_(cache, k, v, slot_mapping)
+    return torch.ops.tpu.paged_attention(q, cache, tab, seq, qsl, 0.4)
+
+
+def _decode_batch():
+    """Two decode requests whose new token lands at position 4 and 8 (a cache size of
+    its own: programs compiled by other tests are not hits here)."""
+    query, kv, tables, lens, starts, keys, values = make_batch([1, 1], [5, 9], num_blocks=20)
+    slots = torch.stack([tables[0, 1] * BLOCK, tables[1, 2] * BLOCK]).long()
+    return query, kv, tables, lens, starts, slots
+
+
+def test_write_and_attend_steps_update_the_cache_in_place(metrics_delta):
+    """A serving step (write, then attend) per synchronize: in Strict Eager each write is
+    its own donated program; in Defer & Fuse the step is one fused program that aliases
+    the cache to its output (no copy of the cache) and donates it every step."""
+    query, kv, tables, lens, starts, slots = _decode_batch()
+    dev = [t.to("tpu") for t in (query, kv, tables, lens, starts, slots)]
+    q, cache, tab, seq, qsl, sl = dev
+    expect = kv.clone().view(2, -1, 2, 8)
+    for step in range(3):
+        k = torch.full((2, 2, 8), float(step + 1))
+        out = _decode_step(q, cache, k.to("tpu"), (-k).to("tpu"), sl, tab, seq, qsl)
+        torch.tpu.synchronize()
+        expect[0, slots], expect[1, slots] = k, -k
+    assert metrics_delta("donated_inputs") == 3
+    assert torch.equal(cache.cpu(), expect.view_as(kv))
+    assert out.shape == query.shape
+
+
+@pytest.mark.strict_only
+def test_compiled_step_aliases_the_cache(tmp_path, metrics_delta):
+    """Under torch.compile the functionalized write (clone, write, copy_ back) is one
+    program whose cache parameter is aliased to its output, donated on every call;
+    a bad slot raises and, as in Strict Eager, the valid writes stay (no rollback,
+    which would keep a copy of the old cache)."""
+    query, kv, tables, lens, starts, slots = _decode_batch()
+    q, cache, tab, seq, qsl, sl = [t.to("tpu") for t in (query, kv, tables, lens, starts, slots)]
+    torch_tpu.debug.set_dump_dir(str(tmp_path))
+    try:
+        compiled = torch.compile(_decode_step, backend="tpu", fullgraph=True, dynamic=False)
+        torch._dynamo.reset()
+        for step in range(4):
+            k = torch.full((2, 2, 8), float(step + 1), device="tpu")
+            compiled(q, cache, k, -k, sl, tab, seq, qsl)
+            torch.tpu.synchronize()
+    finally:
+        torch_tpu.debug.set_dump_dir(None)
+    graphs = [g for g in torch_tpu.debug.compiled_graphs()
+              if "aten.copy_.default" in g["ops"] and g["stablehlo_files"]]
+    assert graphs and graphs[-1]["direct_calls"] >= 3
+    hlo = torch_tpu.debug.compiled_graph_stablehlo(graphs[-1]["id"])
+    assert hlo.count("tf.aliasing_output") == 1
+    assert metrics_delta("donated_inputs") >= 3  # every direct call (the capture keeps it)
+    expect = kv.clone().view(2, -1, 2, 8)
+    expect[0, slots], expect[1, slots] = 4.0, -4.0
+    assert torch.equal(cache.cpu(), expect.view_as(kv))
+
+    bad = torch.tensor([int(slots[0]), 10_000], device="tpu")
+    with pytest.raises(IndexError, match="slot 10000 is out of range"):
+        compiled(q, cache, torch.full((2, 2, 8), 9.0, device="tpu"),
+                 torch.full((2, 2, 8), 9.0, device="tpu"), bad, tab, seq, qsl)
+        torch.tpu.synchronize()
+    expect[0, slots[0]], expect[1, slots[0]] = 9.0, 9.0
+    assert torch.equal(cache.cpu(), expect.view_as(kv))
+
+
 def test_bad_input_raises():
     query, kv, tables, lens, starts, _, _ = make_batch([2], [2])
     bad_tables = tables.clone()

@@ -54,3 +54,52 @@ def test_kv_cache_writes_are_donated(llm):
                  use_tqdm=False)
     donated = torch_tpu.debug.metrics()["donated_inputs"] - before
     assert donated >= len(runner.kv_caches) * steps, donated
+
+
+@pytest.mark.slow
+def test_compiled_runner_matches_transformers_and_compiles_nothing_after_warm_up(llama_dir):
+    """The runner's compiled path (additional_config torch_tpu_compile: one torch.compile
+    graph per bucket, each one fused program) gives Transformers' greedy tokens, compiles
+    nothing after warm-up and updates the KV caches in place. In its own process: vLLM's
+    in-process engine keeps process-wide state (the session's eager engine is loaded)."""
+    import json
+    import os
+
+    from conftest import run_python
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"""
+        import json, sys
+        sys.path.insert(0, {here!r})
+        import torch_tpu
+        from serving_fixtures import ENGINE_ARGS, runner_of
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+        llm = LLM(model={llama_dir!r}, additional_config={{"torch_tpu_compile": True}},
+                  **ENGINE_ARGS)
+        runner = runner_of(llm)
+        before = torch_tpu.debug.metrics()
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in {PROMPTS!r}],
+                            SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True),
+                            use_tqdm=False)
+        after = torch_tpu.debug.metrics()
+        graphs = torch_tpu.debug.compiled_graphs()
+        print("RESULT " + json.dumps(dict(
+            compiled=runner.compiled, layers=len(runner.kv_caches),
+            tokens=[list(o.outputs[0].token_ids) for o in outs],
+            compiles=after["programs_compiled"] - before["programs_compiled"]
+                     + after["disk_hits"] - before["disk_hits"],
+            donated=after["donated_inputs"] - before["donated_inputs"],
+            graphs=len(graphs), recorded=[g["why_recorded"] for g in graphs
+                                          if g["why_recorded"]])))
+    """
+    proc = run_python(code, timeout=1200)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    r = json.loads(lines[-1][len("RESULT "):])
+    assert r["compiled"] and r["compiles"] == 0 and not r["recorded"], r
+    assert r["graphs"] == 12  # one per (tokens, requests) bucket of ENGINE_ARGS
+    steps = 12  # a prefill step and 11 decode steps (all four prompts fit one batch)
+    assert r["donated"] >= r["layers"] * steps, r
+    for prompt, got in zip(PROMPTS, r["tokens"]):
+        assert got == _hf_greedy(llama_dir, prompt, 12), prompt

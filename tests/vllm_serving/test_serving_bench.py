@@ -20,13 +20,13 @@ def test_serving_benchmark_quick(tmp_path):
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(out.read_text())
-    assert set(results) == {"plugin", "vllm-cpu", "hf-tpu", "hf-cpu"}
+    assert set(results) == {"plugin", "plugin-compiled", "vllm-cpu", "hf-tpu", "hf-cpu"}
     for row, r in results.items():
         assert r["tokens_per_s"] > 0, row
-    for row in ("plugin", "vllm-cpu"):
+    for row in ("plugin", "plugin-compiled", "vllm-cpu"):
         for ttft, tpot in results[row]["online"].values():
             assert ttft > 0 and tpot > 0, row
-    assert proc.stdout.count("\n| ") == 5  # header + 4 rows (the separator starts "|-")
+    assert proc.stdout.count("\n| ") == 6  # header + 5 rows (the separator starts "|-")
 
 
 @pytest.mark.slow

@@ -5,6 +5,12 @@ of T tokens from R requests; T and R are padded to power-of-two buckets (buckets
 so every device program has one of a fixed set of shapes, and warm_up() runs each
 shape once before serving. Padding tokens write nowhere (slot -1) and padding requests
 have no tokens; their outputs are dropped on the host.
+
+Two ways to run the model, chosen with vLLM's `additional_config={"torch_tpu_compile":
+True}` (`--additional-config` of `vllm serve`): eagerly, op by op (the default), or
+compiled: `torch.compile(backend="tpu")` of the model's forward, one fused program per
+(token bucket, request bucket) shape, all made during warm-up. The sampler runs eagerly
+either way.
 """
 from dataclasses import dataclass, field
 
@@ -59,7 +65,11 @@ class TpuModelRunner:
         self.kv_caches: list[torch.Tensor] = []
         self.layer_names: list[str] = []
         self.num_warmup_shapes = 0
+        self.warmup_seconds = 0.0
         self.model = None
+        extra = vllm_config.additional_config or {}
+        self.compiled = bool(extra.get("torch_tpu_compile", False))
+        self._model_fn = None
 
     # ---- set-up -------------------------------------------------------------------
     def load_model(self) -> None:
@@ -67,6 +77,10 @@ class TpuModelRunner:
             self.model = get_model(vllm_config=self.vllm_config)
         self.model.eval()
         self.vocab_size = self.model_config.get_vocab_size()
+        self._model_fn = self.model
+        if self.compiled:
+            # One graph per shape: dynamic=False keeps every bucket a static program.
+            self._model_fn = torch.compile(self.model, backend="tpu", dynamic=False)
 
     def _attention_layers(self) -> dict[str, Attention]:
         ctx = self.vllm_config.compilation_config.static_forward_context
@@ -136,7 +150,13 @@ class TpuModelRunner:
         attn = {name: meta for name in self.layer_names}
         with set_forward_context(attn, self.vllm_config, num_tokens=input_ids.shape[0],
                                  slot_mapping={}):
-            hidden = self.model(input_ids=input_ids, positions=positions)
+            if self.compiled:
+                # Dynamo keeps one graph per (tokens, requests) bucket: allow them all.
+                limit = len(self.token_buckets) * len(self.req_buckets) + 8
+                with torch._dynamo.config.patch(recompile_limit=limit):
+                    hidden = self._model_fn(input_ids=input_ids, positions=positions)
+            else:
+                hidden = self.model(input_ids=input_ids, positions=positions)
         return self.model.compute_logits(hidden[logits_indices])
 
     def _build_batch(self, req_ids, num_scheduled):
