@@ -149,6 +149,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
   m.def("_set_host_tier", &tpu::aten::set_host_tier_enabled);
   m.def("_host_tier", &tpu::aten::host_tier_enabled);
+  m.def("_set_pipelined_compile", &tpu::aten::set_pipelined_compile);
+  m.def("_pipelined_compile", &tpu::aten::pipelined_compile);
   // Fault injection (tests): launches whose op names contain `text` fail
   // asynchronously on the device ("" : off); see engine/async_errors.h.
   m.def("_debug_fail_execute", &tpu::engine::set_fail_execute);

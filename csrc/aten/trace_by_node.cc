@@ -424,6 +424,26 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   return true;
 }
 
+void run_trace_nodes(Trace& g, const std::vector<int>& outputs, int device) {
+  Buffers params;
+  params.reserve(g.params.size());
+  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  Buffers cur(g.slots.size());
+  for (const Node& n : g.nodes) {
+    Buffers in;
+    in.reserve(n.ins.size());
+    for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
+    Buffers outs = launch_node(n, in, device);
+    TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
+                " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
+    for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+  }
+  for (int id : outputs) {
+    auto& slot = g.slots[id].slot;
+    slot->fulfil(cur[id], slot->raw_elem());
+  }
+}
+
 void clear_trace_sightings() {
   trace_sightings().clear();
   node_sightings().clear();
