@@ -383,8 +383,11 @@ def start_child(mode, args, train):
         cmd += ["--log", log_path(mode, args, train)]
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
-    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, mode)  # empty: first step compiles
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, mode + "_inductor")
+    # Empty for each mode and step kind: the first step compiles (an inference child
+    # sharing the training child's directory would load its programs from disk).
+    kind = "train" if train else "infer"
+    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}_inductor")
     return StepChild(mode, cmd, env, quiet=not args.verbose)
 
 

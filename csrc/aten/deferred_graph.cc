@@ -594,6 +594,20 @@ void flush_pending(const std::string& reason) {
   g.flush_locked(reason);
 }
 
+void flush_pipelined(const std::string& reason) {
+  std::vector<std::shared_ptr<Trace>> live;
+  {
+    std::lock_guard<std::mutex> g(g_traces_mu);
+    for (auto& w : all_traces())
+      if (auto t = w.lock()) live.push_back(std::move(t));
+  }
+  for (auto& t : live) {
+    if (!t->pipelined.load(std::memory_order_relaxed)) continue;
+    std::lock_guard<std::mutex> lock(t->mu);
+    if (t->pipelined.load(std::memory_order_relaxed)) t->flush_locked(reason);
+  }
+}
+
 void flush_all_pending(const std::string& reason) {
   std::vector<std::shared_ptr<Trace>> live;
   {

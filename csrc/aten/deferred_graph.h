@@ -23,6 +23,8 @@ bool pipelining_on_this_thread();
 
 // Runs this thread's pending trace now (no-op when empty); `reason` is counted in stats.
 void flush_pending(const std::string& reason);
+// Runs every thread's pipelined Strict Eager trace (Trace::pipelined).
+void flush_pipelined(const std::string& reason);
 // Runs every thread's pending trace (torch.tpu.synchronize waits for all work).
 void flush_all_pending(const std::string& reason);
 

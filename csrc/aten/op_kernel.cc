@@ -107,7 +107,12 @@ void record_pipelined(Call& c) {
   else engine::metrics().cache_misses++;
   std::shared_ptr<Entry> e = entry_for(c);
   compile_soon(e, c.info.name);
+  const bool checked = !e->checks.empty();
   record_deferred(c, std::move(e), /*pipelined=*/true);
+  // An op with device-side checks ends the pipeline: its checks are then
+  // registered at its call, as Strict Eager registers them, and a failure is
+  // reported at the same sync point.
+  if (checked) flush_pending("device-side check");
 }
 
 void run_strict(Call& c) {
@@ -126,10 +131,16 @@ void run_strict(Call& c) {
     // A program to compile: with nothing pending on this thread, compile it in
     // the background and record the op, starting a pipelined trace that the
     // following ops join until the next sync point (record_pipelined).
-    const bool pipeline = may_pipeline() && pending_nodes() == 0;
+    bool pipeline = may_pipeline() && pending_nodes() == 0;
     if (pipeline) c.deferred = true;  // its inputs are materialised: the same key
     c.walk();
     e = entry_for(c);
+    if (pipeline && !e->checks.empty()) {
+      // An op with device-side checks compiles at its call (see record_pipelined).
+      pipeline = false;
+      c.deferred = false;
+      c.walk();
+    }
     if (pipeline) {
       compile_soon(e, c.info.name);
       record_deferred(c, std::move(e), /*pipelined=*/true);
