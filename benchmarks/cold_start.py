@@ -5,8 +5,9 @@ compilation on and off (TORCH_TPU_PIPELINED_COMPILE), side by side.
     python benchmarks/cold_start.py [--rounds 3] [--configs strict,strict_serial,defer_and_fuse]
                                     [--warm]
 
-Configs: strict (Strict Eager, pipelined compilation: the default), strict_serial
-(Strict Eager compiling each op's program at its call: TORCH_TPU_PIPELINED_COMPILE=0),
+Configs: strict (Strict Eager, pipelined compilation: TORCH_TPU_PIPELINED_COMPILE=1, the
+default where the process has 4 CPUs or more), strict_serial (Strict Eager compiling each
+op's program at its call: TORCH_TPU_PIPELINED_COMPILE=0, the default below 4 CPUs),
 defer_and_fuse. Each run is a new interpreter with a new empty cache directory; the
 rounds interleave the configs (one run of each per round) so that load from elsewhere
 falls on all alike; the figures are medians over the rounds. --warm adds a second run

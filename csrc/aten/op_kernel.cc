@@ -69,12 +69,16 @@ void add_entry_checks(const std::shared_ptr<Entry>& e, std::shared_ptr<pjrt::Buf
 
 namespace {
 
-// Pipelined compilation (engine/compile_pool.h): on by default; off with
-// TORCH_TPU_PIPELINED_COMPILE=0, TORCH_TPU_COMPILE_THREADS=0, launch blocking
-// (an error must point at its op), or torch_tpu.debug.pipelined_compile(False).
+// Pipelined compilation (engine/compile_pool.h): TORCH_TPU_PIPELINED_COMPILE=1|0
+// or torch_tpu.debug.pipelined_compile(...); by default on only where the process
+// has at least 4 CPUs: a compile is CPU-bound, and on 2 CPUs the background
+// compiles only took CPU time from the thread recording the step (measured: no
+// gain, benchmarks/cold_start.py). Never with TORCH_TPU_COMPILE_THREADS=0 or
+// launch blocking (an error must point at its op).
 std::atomic<bool> g_pipelining{[] {
   const char* v = std::getenv("TORCH_TPU_PIPELINED_COMPILE");
-  return !(v && std::string(v) == "0");
+  if (v && *v) return std::string(v) != "0";
+  return engine::cpus_allowed() >= 4;
 }()};
 
 bool may_pipeline() {

@@ -40,13 +40,13 @@ void worker(Pool* p) {
   }
 }
 
+}  // namespace
+
 int cpus_allowed() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
-
-}  // namespace
 
 int compile_threads() {
   static const int n = [] {

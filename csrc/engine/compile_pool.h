@@ -22,4 +22,7 @@ void run_in_background(std::function<void()> job);
 // on the caller's thread, at once), else the CPUs this process may use, at most 8.
 int compile_threads();
 
+// CPUs this process may run on.
+int cpus_allowed();
+
 }  // namespace tpu::engine

@@ -148,7 +148,8 @@ def test_a_failed_compile_is_raised_at_the_sync_point_and_the_process_goes_on():
         except RuntimeError as e:
             print("RAISED", "sin" in str(e), "injected" in str(e))
         print("AFTER", (x * 2).cpu().tolist() == (x.cpu() * 2).tolist())
-    """, env={"TORCH_TPU_DEBUG_FAIL_COMPILE": "stablehlo.sine", "TORCH_TPU_CACHE": "0"})
+    """, env={"TORCH_TPU_DEBUG_FAIL_COMPILE": "stablehlo.sine", "TORCH_TPU_CACHE": "0",
+              "TORCH_TPU_PIPELINED_COMPILE": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "RAISED True True" in p.stdout, p.stdout + p.stderr[-2000:]
     assert "AFTER True" in p.stdout
