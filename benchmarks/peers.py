@@ -1,8 +1,9 @@
 """The same GPT training and inference steps on torch_tpu's three modes and on the peers
-that run PyTorch (or the same model) through XLA: PyTorch CPU eager, torch_xla 2.9
-(eager, lazy, torch.compile(backend="openxla")) and JAX (jit), in one run.
+that run PyTorch (or the same model) through XLA: PyTorch CPU eager, Google's TorchTPU
+(its eager modes on the same CPU PJRT plugin as ours), torch_xla 2.9 (eager, lazy,
+torch.compile(backend="openxla")) and JAX (jit), in one run.
 
-    python benchmarks/peers.py --setup      # once: creates .peers/torch_xla and .peers/jax
+    python benchmarks/peers.py --setup      # once: creates .peers/google_tpu, .peers/torch_xla, .peers/jax
     python benchmarks/peers.py              # the table (.peers/peers.md and .peers/peers.json)
     python benchmarks/peers.py --modes strict_eager,defer_and_fuse --steps 5
 
@@ -15,6 +16,19 @@ Modes:
   xla_compiled                   torch.compile(step, backend="openxla") of the whole step
   jax_jit                        the same GPT in jax.numpy, jax.jit of the whole step
                                  (value_and_grad + an AdamW written to match torch's)
+  google_defer_never             Google's TorchTPU (PyPI torch-tpu 0.2.0), EagerMode.DEFER_NEVER
+  google_defer_and_fuse          the same, EagerMode.DEFER_AND_FUSE
+  google_launch_blocking         the same, EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
+  google_compiled                the same, torch.compile(step, backend="tpu")
+
+Google's TorchTPU has the same import name as ours (torch_tpu), so it lives in its own
+venv (.peers/google_tpu, torch 2.13.0 + torch-tpu 0.2.0). It looks for a TPU at import;
+here it is started by hand on the CPU PJRT plugin we use (TPU_LIBRARY_PATH pointed at
+xla-cpu-pjrt's xla_cpu_pjrt.so, then torch_tpu._loader._init_device("tpu")): the same
+compiler, so its programs and ours can be compared. Its torch.compile needs plugin
+calls that xla-cpu-pjrt 0.0.1 lacks ("GetOutputMemoryKinds is not supported"): that
+row reports the error. Its compile count is the "num_compilations" its compilation
+cache logs at exit.
 
 torch_xla 2.9 needs its own torch 2.9: PyPI's wheel (the CUDA build, which pulls in
 NVIDIA's libraries, about 3 GiB, but runs on the CPU; XLA runs on the CPU through
@@ -44,11 +58,15 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 PEERS_DIR = os.path.join(ROOT, ".peers")
 OURS = ("strict_eager", "defer_and_fuse", "compiled", "cpu_eager")
 XLA = ("xla_eager", "xla_lazy", "xla_compiled")
-MODES = OURS + XLA + ("jax_jit",)
+# Google's modes and how each is selected (torch.tpu.EagerMode member; None: compiled).
+GOOGLE = {"google_defer_never": "DEFER_NEVER", "google_defer_and_fuse": "DEFER_AND_FUSE",
+          "google_launch_blocking": "DEFER_NEVER_AND_LAUNCH_BLOCKING", "google_compiled": None}
+MODES = OURS + tuple(GOOGLE) + XLA + ("jax_jit",)
 # The peer environments: what --setup installs into each (pinned: the table names them).
 ENVS = {
     "torch_xla": ["torch==2.9.0", "torch-xla==2.9.0", "numpy"],
     "jax": ["jax==0.10.2", "jaxlib==0.10.2", "numpy"],
+    "google_tpu": ["torch==2.13.0", "torch-tpu==0.2.0", "numpy"],
 }
 LR, BETAS, EPS, WEIGHT_DECAY = 3e-4, (0.9, 0.999), 1e-8, 0.01  # torch.optim.AdamW's defaults
 
@@ -58,6 +76,8 @@ def env_of(mode):
         return "torch_xla"
     if mode == "jax_jit":
         return "jax"
+    if mode in GOOGLE:
+        return "google_tpu"
     return None
 
 
@@ -108,9 +128,14 @@ def torch_setup(mode, args, train):
     returning the loss as a Python float once the step's device work is done."""
     import numpy as np
     import torch
+    if mode in GOOGLE:
+        # Before ROOT goes on sys.path: ROOT/torch_tpu is ours, of the same name.
+        dev, wait = google_device(mode), torch.accelerator.synchronize
     sys.path.insert(0, ROOT)
     from examples.mingpt.model import GPT, GPTConfig
-    if mode in XLA:
+    if mode in GOOGLE:
+        pass
+    elif mode in XLA:
         import torch_xla
         import torch_xla.core.xla_model as xm
         if mode == "xla_eager":
@@ -138,7 +163,7 @@ def torch_setup(mode, args, train):
 
     step = gpt_bench.make_step(model, opt, x, y, train)
 
-    if mode == "compiled":
+    if mode in ("compiled", "google_compiled"):
         step = torch.compile(step, backend="tpu")
     elif mode == "xla_compiled":
         step = torch.compile(step, backend="openxla")
@@ -151,6 +176,40 @@ def torch_setup(mode, args, train):
         wait()  # the optimizer's work, which the loss does not wait for
         return value
     return timed_step
+
+
+def google_device(mode):
+    """Starts Google's TorchTPU (this venv's torch_tpu) on the PJRT plugin that
+    TPU_LIBRARY_PATH names (the parent points it at our CPU plugin) in `mode`'s eager
+    mode; returns the device. Its import looks for a TPU and starts nothing without
+    one; _init_device is what its import runs when it finds one."""
+    import torch
+    import torch_tpu
+    torch_tpu._loader._init_device("tpu")
+    if GOOGLE[mode] is not None:
+        import warnings
+        with warnings.catch_warnings():  # "eager_mode is experimental"
+            warnings.simplefilter("ignore")
+            torch.tpu.eager_mode = getattr(torch.tpu.EagerMode, GOOGLE[mode])
+    return "tpu"
+
+
+def google_compiles(log_path):
+    """Programs Google's TorchTPU compiled: its compilation cache logs
+    "num_compilations=N" at exit (stderr, kept in `log_path`); None if absent."""
+    import re
+    try:
+        with open(log_path, errors="replace") as f:
+            found = re.findall(r"num_compilations=(\d+)", f.read())
+    except OSError:
+        return None
+    return sum(int(n) for n in found) if found else None
+
+
+def our_compiles():
+    """Programs our torch_tpu compiled in this process (none when loaded from disk)."""
+    import torch_tpu
+    return torch_tpu.debug.metrics()["programs_compiled"]
 
 
 # ------------------------------------------------------------------- the JAX peer
@@ -250,6 +309,11 @@ def child(args):
     def reply(obj):
         print("RESULT " + json.dumps(obj), flush=True)
 
+    if args.log:  # stderr (C++ logs included) to a file the parent reads afterwards
+        fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+    counts = our_compiles if args.child in OURS[:3] else (lambda: None)
     try:
         if args.threads and args.child != "jax_jit":
             import torch
@@ -267,22 +331,32 @@ def child(args):
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "warmup":
-                t = time.perf_counter()
-                losses.append(step())
-                first = time.perf_counter() - t
-                for _ in range(args.warmup - 1):
+                # Each warm-up step timed: the first one compiles from empty caches,
+                # and a backend that compiles in the background may pay in the second.
+                warmup = []
+                for _ in range(args.warmup):
+                    t = time.perf_counter()
                     losses.append(step())
-                reply(dict(first=first, version=version))
+                    warmup.append(time.perf_counter() - t)
+                    if len(warmup) == 1:
+                        first_compiles = counts()
+                reply(dict(first=warmup[0], warmup=warmup, version=version,
+                           first_compiles=first_compiles, compiles=counts()))
             elif cmd == "step":
                 t = time.perf_counter()
                 losses.append(step())
                 reply(dict(time=time.perf_counter() - t))
             elif cmd == "done":
-                reply(dict(losses=losses))
+                reply(dict(losses=losses, compiles=counts()))
                 return
     except Exception as e:  # a peer that cannot run here is a row, not a crash
-        text = str(e).strip().splitlines()
-        reply(dict(error=f"{type(e).__name__}: {text[0][:200] if text else ''}"))
+        text = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+        msg = text[0][:200] if text else ""
+        # A long compiler error's cause is often further down ("... is not supported").
+        cause = next((ln for ln in text[1:] if "not supported" in ln.lower()), None)
+        if cause:
+            msg += " ... " + cause[:200]
+        reply(dict(error=f"{type(e).__name__}: {msg}"))
 
 
 def start_child(mode, args, train):
@@ -297,11 +371,39 @@ def start_child(mode, args, train):
     cmd += size_flags(args) + (["--train"] if train else [])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PJRT_DEVICE="CPU", JAX_PLATFORMS="cpu")
+    if mode in GOOGLE:
+        # Our settings must not reach Google's torch_tpu (it reads some of the same
+        # names, TORCH_TPU_DEFER_AND_FUSE and TORCH_TPU_LAUNCH_BLOCKING among them);
+        # its mode is set through its API (google_device).
+        env = {k: v for k, v in env.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
+        plugin = cpu_plugin_path()
+        if plugin is None:
+            return StepChild(mode, error="no CPU PJRT plugin (xla-cpu-pjrt) in this venv")
+        env["TPU_LIBRARY_PATH"] = plugin
+        cmd += ["--log", log_path(mode, args, train)]
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
-    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, mode)  # empty: first step compiles
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, mode + "_inductor")
+    # Empty for each mode and step kind: the first step compiles (an inference child
+    # sharing the training child's directory would load its programs from disk).
+    kind = "train" if train else "infer"
+    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}_inductor")
     return StepChild(mode, cmd, env, quiet=not args.verbose)
+
+
+def log_path(mode, args, train):
+    return os.path.join(args.cache, f"{mode}_{'train' if train else 'infer'}.log")
+
+
+def cpu_plugin_path():
+    """The xla_cpu_pjrt.so our torch_tpu uses (torch_tpu/_plugin_paths.py, loaded by
+    path: importing our torch_tpu package here would import torch)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "_plugin_paths", os.path.join(ROOT, "torch_tpu", "_plugin_paths.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.cpu_plugin_path()
 
 
 def size_flags(args):
@@ -311,7 +413,11 @@ def size_flags(args):
 def measure(modes, args, train):
     """Warm-up one mode at a time (so the first step's compile time is its own),
     then the timed steps in rounds, one step of every mode per round."""
-    return step_children.measure(modes, lambda m: start_child(m, args, train), args.steps)
+    rows = step_children.measure(modes, lambda m: start_child(m, args, train), args.steps)
+    for m, r in rows.items():
+        if m in GOOGLE and "error" not in r:
+            r["compiles"] = google_compiles(log_path(m, args, train))
+    return rows
 
 
 def loss_gap(rows, ref="cpu_eager"):
@@ -329,28 +435,43 @@ def table(results, args):
              f"{args.batch}, AdamW; median of {args.steps} steps after {args.warmup} warm-up "
              f"(rounds interleaved); {os.cpu_count()} CPUs"
              + (f", {args.threads} PyTorch thread(s)" if args.threads else ""), "",
-             "| step | mode | median ms | first ms | vs CPU eager | vs Strict Eager "
-             "| max loss diff vs CPU eager | version |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             "| step | mode | median ms | first ms | end of 3rd step ms | programs compiled "
+             "| vs CPU eager | vs Strict Eager | max loss diff vs CPU eager | version |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for kind, rows in results.items():
         cpu = rows.get("cpu_eager", {}).get("median")
         strict = rows.get("strict_eager", {}).get("median")
         for m, r in rows.items():
             if "error" in r:
-                lines.append(f"| {kind} | {m} | error: {r['error']} | | | | | |")
+                lines.append(f"| {kind} | {m} | error: {r['error']} | | | | | | | |")
                 continue
             ratio = lambda base: f"{base / r['median']:.2f}x" if base else "-"  # noqa: E731
             gap = r.get("loss_gap")
+            warm = r.get("warmup") or []
+            third = f"{1e3 * sum(warm[:3]):.0f}" if len(warm) >= 3 else "-"
+            compiles = "-" if r.get("compiles") is None else str(r["compiles"])
             lines.append(f"| {kind} | {m} | {1e3 * r['median']:.1f} | {1e3 * r['first']:.1f} | "
-                         f"{ratio(cpu)} | {ratio(strict)} | "
+                         f"{third} | {compiles} | {ratio(cpu)} | {ratio(strict)} | "
                          f"{'-' if gap is None else format(gap, '.2e')} | {r.get('version', '')} |")
     lines.append("")
     for kind, rows in results.items():
         for a, b, what in (("compiled", "xla_compiled", "compiled whole step vs torch_xla's"),
-                           ("defer_and_fuse", "strict_eager", "Defer & Fuse vs Strict Eager")):
-            ta, tb = rows.get(a, {}).get("median"), rows.get(b, {}).get("median")
+                           ("defer_and_fuse", "strict_eager", "Defer & Fuse vs Strict Eager"),
+                           ("strict_eager", "google_defer_never",
+                            "Strict Eager vs Google's DEFER_NEVER"),
+                           ("defer_and_fuse", "google_defer_and_fuse",
+                            "Defer & Fuse vs Google's DEFER_AND_FUSE"),
+                           ("compiled", "google_defer_and_fuse",
+                            "compiled whole step vs Google's DEFER_AND_FUSE")):
+            ra, rb = rows.get(a, {}), rows.get(b, {})
+            ta, tb = ra.get("median"), rb.get("median")
             if ta and tb:
-                lines.append(f"- {kind}: {what}: {tb / ta:.2f}x faster")
+                line = f"- {kind}: {what}: {tb / ta:.2f}x faster"
+                wa, wb = ra.get("warmup") or [], rb.get("warmup") or []
+                if len(wa) >= 3 and len(wb) >= 3:
+                    line += (f" (first step {wb[0] / wa[0]:.2f}x, end of 3rd step "
+                             f"{sum(wb[:3]) / sum(wa[:3]):.2f}x, empty caches)")
+                lines.append(line)
     return "\n".join(lines)
 
 
@@ -367,8 +488,9 @@ def write(args, text, results):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--setup", action="store_true",
-                   help="create the peer virtual environments under .peers/ and exit")
+    p.add_argument("--setup", nargs="?", const=",".join(ENVS), metavar="ENV,...",
+                   help="create the peer virtual environments under .peers/ and exit "
+                        f"(default: all of {', '.join(ENVS)})")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--kinds", default="train,infer", help="train, infer or both")
     p.add_argument("--steps", type=int, default=10)
@@ -385,11 +507,16 @@ def main():
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--init", help=argparse.SUPPRESS)
     p.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--log", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return child(args)
     if args.setup:
-        return setup_envs(ENVS, args.peers_dir)
+        names = [n.strip() for n in args.setup.split(",") if n.strip()]
+        unknown = [n for n in names if n not in ENVS]
+        if unknown:
+            p.error(f"unknown environment(s) {', '.join(unknown)}; choose from {', '.join(ENVS)}")
+        return setup_envs(names, args.peers_dir)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:

@@ -125,6 +125,22 @@ def host_tier(enabled):
         _C._set_host_tier(prev)
 
 
+@contextlib.contextmanager
+def pipelined_compile(enabled):
+    """Turns Strict Eager's pipelined compilation on or off inside the block (by
+    default on where the process has 4 CPUs or more; TORCH_TPU_PIPELINED_COMPILE=1|0
+    sets it for the process): an op whose
+    single-op program is not compiled yet is recorded while the program compiles on
+    a background thread (TORCH_TPU_COMPILE_THREADS), and the recorded ops run in
+    order, each as its own program, at the next sync point (csrc/engine/compile_pool.h)."""
+    prev = _C._pipelined_compile()
+    _C._set_pipelined_compile(bool(enabled))
+    try:
+        yield
+    finally:
+        _C._set_pipelined_compile(prev)
+
+
 def clear_program_cache():
     _C._clear_program_cache()
 

@@ -119,6 +119,7 @@ void clear(Trace& g) {
   g.params.clear();
   g.key.clear();
   g.device = -1;
+  g.pipelined.store(false, std::memory_order_relaxed);
 }
 
 // "node 17 of 214 (aten::mm), recorded at:\n  File ..." for error messages.
@@ -345,6 +346,18 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
   // A miss whose shapes keep changing runs node by node instead of compiling a
   // program that would never run again (trace_by_node.h). Only on a miss: a hit
   // costs nothing more. A compiled trace's capture (info) must become a program.
+  // Strict Eager's pipelined ops: each its own single-op program, as if run at
+  // its call (trace_by_node.h, run_trace_nodes).
+  if (g.pipelined.load(std::memory_order_relaxed) && !info) {
+    run_trace_nodes(g, outputs, device);
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.s.graphs_pipelined++;
+    st.s.nodes_pipelined += g.nodes.size();
+    st.s.materializations[reason]++;
+    g.runs++;
+    return;
+  }
   if (!prog && !info && run_trace_by_node(g, key, outputs, device)) {
     Stats& st = stats();
     std::lock_guard<std::mutex> lock(st.mu);
@@ -525,7 +538,11 @@ const std::shared_ptr<Trace>& this_thread_trace() {
 FlushReason::FlushReason(const char* reason) : prev_(t_reason) { t_reason = reason; }
 FlushReason::~FlushReason() { t_reason = prev_; }
 
-void record_deferred(Call& c, std::shared_ptr<Entry> e) {
+bool pipelining_on_this_thread() {
+  return this_thread_trace()->pipelined.load(std::memory_order_relaxed);
+}
+
+void record_deferred(Call& c, std::shared_ptr<Entry> e, bool pipelined) {
   // Before the trace's lock: capturing takes the GIL, and a thread holding the
   // GIL may be waiting for that lock (to flush this trace).
   PyStack stack = PyStack::capture();
@@ -542,6 +559,7 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e) {
   }
   if (g.device >= 0 && g.device != c.device) g.flush_locked("device change");
   g.device = c.device;
+  if (pipelined && g.nodes.empty() && !g.unbounded) g.pipelined.store(true, std::memory_order_relaxed);
   draw_rng(c, *e);
 
   Node n{c.take_record(), e, {}, {}, std::move(stack)};
@@ -620,6 +638,20 @@ void flush_pending(const std::string& reason) {
   Trace& g = *this_thread_trace();
   std::lock_guard<std::mutex> lock(g.mu);
   g.flush_locked(reason);
+}
+
+void flush_pipelined(const std::string& reason) {
+  std::vector<std::shared_ptr<Trace>> live;
+  {
+    std::lock_guard<std::mutex> g(g_traces_mu);
+    for (auto& w : all_traces())
+      if (auto t = w.lock()) live.push_back(std::move(t));
+  }
+  for (auto& t : live) {
+    if (!t->pipelined.load(std::memory_order_relaxed)) continue;
+    std::lock_guard<std::mutex> lock(t->mu);
+    if (t->pipelined.load(std::memory_order_relaxed)) t->flush_locked(reason);
+  }
 }
 
 void flush_all_pending(const std::string& reason) {

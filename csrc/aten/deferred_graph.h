@@ -14,10 +14,17 @@ namespace tpu::aten {
 
 // Records a prepared call (Call::deferred, after prepare()) and pushes its
 // results, whose storages hold pending values.
-void record_deferred(Call& c, std::shared_ptr<Entry> e);
+// `pipelined`: a Strict Eager call (op_kernel.cc) that starts or continues a
+// pipelined trace (Trace::pipelined) when this trace is empty or already one.
+void record_deferred(Call& c, std::shared_ptr<Entry> e, bool pipelined = false);
+
+// Whether this thread's trace holds pipelined Strict Eager ops (see op_kernel.cc).
+bool pipelining_on_this_thread();
 
 // Runs this thread's pending trace now (no-op when empty); `reason` is counted in stats.
 void flush_pending(const std::string& reason);
+// Runs every thread's pipelined Strict Eager trace (Trace::pipelined).
+void flush_pipelined(const std::string& reason);
 // Runs every thread's pending trace (torch.tpu.synchronize waits for all work).
 void flush_all_pending(const std::string& reason);
 
@@ -47,6 +54,9 @@ struct DeferredStats {
   // Traces whose shapes keep changing, run node by node (trace_by_node.h), and their nodes.
   uint64_t graphs_run_by_node = 0;
   uint64_t nodes_run_by_node = 0;
+  // Strict Eager's pipelined traces (op_kernel.cc) and their nodes.
+  uint64_t graphs_pipelined = 0;
+  uint64_t nodes_pipelined = 0;
   std::map<std::string, uint64_t> materializations;  // reason -> count
 };
 DeferredStats deferred_stats();

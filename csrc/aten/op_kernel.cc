@@ -12,8 +12,11 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 
@@ -23,6 +26,7 @@
 #include "aten/op_call.h"
 #include "aten/recording_time.h"
 #include "aten/tpu_tensor.h"
+#include "engine/compile_pool.h"
 #include "engine/device_checks.h"
 #include "engine/execution_mode.h"
 #include "engine/executor.h"
@@ -65,6 +69,56 @@ void add_entry_checks(const std::shared_ptr<Entry>& e, std::shared_ptr<pjrt::Buf
 
 namespace {
 
+// Pipelined compilation (engine/compile_pool.h): TORCH_TPU_PIPELINED_COMPILE=1|0
+// or torch_tpu.debug.pipelined_compile(...); by default on only where the process
+// has at least 4 CPUs: a compile is CPU-bound, and on 2 CPUs the background
+// compiles only took CPU time from the thread recording the step (measured: no
+// gain, benchmarks/cold_start.py). Never with TORCH_TPU_COMPILE_THREADS=0 or
+// launch blocking (an error must point at its op).
+std::atomic<bool> g_pipelining{[] {
+  const char* v = std::getenv("TORCH_TPU_PIPELINED_COMPILE");
+  if (v && *v) return std::string(v) != "0";
+  return engine::cpus_allowed() >= 4;
+}()};
+
+bool may_pipeline() {
+  return g_pipelining.load(std::memory_order_relaxed) && !engine::launch_blocking() &&
+         engine::compile_threads() > 0;
+}
+
+// Starts compiling `e`'s single-op program on the pool. The Entry's lock makes
+// a launch that needs it first wait for it (or compile it itself, if no worker
+// has started yet): the same program either way. A failure is left for that
+// launch to raise (it compiles again and reports as Strict Eager always has).
+void compile_soon(const std::shared_ptr<Entry>& e, const std::string& what) {
+  if (e->has_executable()) return;
+  engine::run_in_background([e, what] {
+    try {
+      e->executable(what);
+    } catch (...) {
+    }
+  });
+}
+
+// A Strict Eager call while this thread's trace holds pipelined ops: recorded
+// behind them (running it now would wait for their programs). Its results are
+// pending until the next sync point, like Defer & Fuse's, and each op still runs
+// as its own single-op program, in order.
+void record_pipelined(Call& c) {
+  c.deferred = true;
+  prepare(c);
+  if (entry_cache().find(c.key)) engine::metrics().cache_hits++;
+  else engine::metrics().cache_misses++;
+  std::shared_ptr<Entry> e = entry_for(c);
+  compile_soon(e, c.info.name);
+  const bool checked = !e->checks.empty();
+  record_deferred(c, std::move(e), /*pipelined=*/true);
+  // An op with device-side checks ends the pipeline: its checks are then
+  // registered at its call, as Strict Eager registers them, and a failure is
+  // reported at the same sync point.
+  if (checked) flush_pending("device-side check");
+}
+
 void run_strict(Call& c) {
   c.want_descs = false;  // a hit needs the key and the inputs only
   prepare(c);
@@ -78,8 +132,24 @@ void run_strict(Call& c) {
     engine::metrics().cache_misses++;
     if (run_on_host_tier(c)) return;
     c.want_descs = true;  // emitting the op reads the argument descriptors
+    // A program to compile: with nothing pending on this thread, compile it in
+    // the background and record the op, starting a pipelined trace that the
+    // following ops join until the next sync point (record_pipelined).
+    bool pipeline = may_pipeline() && pending_nodes() == 0;
+    if (pipeline) c.deferred = true;  // its inputs are materialised: the same key
     c.walk();
     e = entry_for(c);
+    if (pipeline && !e->checks.empty()) {
+      // An op with device-side checks compiles at its call (see record_pipelined).
+      pipeline = false;
+      c.deferred = false;
+      c.walk();
+    }
+    if (pipeline) {
+      compile_soon(e, c.info.name);
+      record_deferred(c, std::move(e), /*pipelined=*/true);
+      return;
+    }
   }
   const pjrt::Executable& exe = e->executable(c.info.name);
   engine::metrics().ops_executed++;
@@ -221,6 +291,8 @@ void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
       add_recording_time(info, static_cast<uint64_t>(ns));
+    } else if (pipelining_on_this_thread() && may_pipeline()) {
+      record_pipelined(c);
     } else {
       run_strict(c);
     }
@@ -261,6 +333,9 @@ std::vector<OpRecordingTime> recording_by_op(bool reset) {
   });
   return out;
 }
+
+void set_pipelined_compile(bool on) { g_pipelining = on; }
+bool pipelined_compile() { return g_pipelining.load(); }
 
 void clear_program_cache() {
   entry_cache(true).clear(), entry_cache(false).clear();

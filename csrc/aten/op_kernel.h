@@ -28,6 +28,9 @@ void add_entry_checks(const std::shared_ptr<Entry>& e, std::shared_ptr<pjrt::Buf
                       int device, std::string where);
 
 void clear_program_cache();
+// Strict Eager's pipelined compilation (op_kernel.cc): on unless switched off.
+void set_pipelined_compile(bool on);
+bool pipelined_compile();
 size_t program_cache_size();
 
 }  // namespace tpu::aten

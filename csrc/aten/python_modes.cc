@@ -47,6 +47,8 @@ void bind_modes(py::module& m) {
     d["fused_cache_misses"] = s.fused_cache_misses;
     d["graphs_run_by_node"] = s.graphs_run_by_node;
     d["nodes_run_by_node"] = s.nodes_run_by_node;
+    d["graphs_pipelined"] = s.graphs_pipelined;
+    d["nodes_pipelined"] = s.nodes_pipelined;
     py::dict reasons;
     for (const auto& [k, v] : s.materializations) reasons[py::str(k)] = v;
     d["materializations"] = reasons;

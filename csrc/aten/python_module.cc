@@ -53,6 +53,9 @@ auto guarded(F f) {
 }
 
 py::dict metrics_dict() {
+  // Strict Eager's pipelined ops run (and their programs finish compiling) first:
+  // the counts then cover every op called so far, as they do without the pipeline.
+  tpu::aten::flush_pipelined("metrics read");
   auto& m = tpu::engine::metrics();
   py::dict d;
   d["ops_executed"] = m.ops_executed.load();
@@ -149,6 +152,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_program_cache", &tpu::aten::clear_program_cache);
   m.def("_set_host_tier", &tpu::aten::set_host_tier_enabled);
   m.def("_host_tier", &tpu::aten::host_tier_enabled);
+  m.def("_set_pipelined_compile", &tpu::aten::set_pipelined_compile);
+  m.def("_pipelined_compile", &tpu::aten::pipelined_compile);
   // Fault injection (tests): launches whose op names contain `text` fail
   // asynchronously on the device ("" : off); see engine/async_errors.h.
   m.def("_debug_fail_execute", &tpu::engine::set_fail_execute);

@@ -11,6 +11,7 @@
 
 #include <ATen/core/Generator.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,10 @@ class Trace {
   int device = -1;
   // A compiled graph being captured: never cut by the size bound.
   bool unbounded = false;
+  // Strict Eager ops recorded while their programs compile in the background
+  // (op_kernel.cc, pipelined): run node by node at the flush, each as its own
+  // single-op program, never fused. Read by the owner without the lock.
+  std::atomic<bool> pipelined{false};
   uint64_t runs = 0;  // programs run so far (a capture checks that none ran mid-graph)
 
   // Runs the nodes as one program (caller holds mu; no-op when empty). With

@@ -424,6 +424,38 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   return true;
 }
 
+void run_trace_nodes(Trace& g, const std::vector<int>& outputs, int device) {
+  Buffers params;
+  params.reserve(g.params.size());
+  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  Buffers cur(g.slots.size());
+  Buffers flags;  // device-side check flags of the nodes that have checks
+  for (const Node& n : g.nodes) {
+    Buffers in;
+    in.reserve(n.ins.size());
+    for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
+    Buffers outs = launch_node(n, in, device);
+    if (!n.entry->checks.empty()) flags.push_back(outs.back());
+    TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
+                " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
+    for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+  }
+  for (int id : outputs) {
+    auto& slot = g.slots[id].slot;
+    slot->fulfil(cur[id], slot->raw_elem());
+  }
+  // Run at their calls, these ops' checks would have finished long before this
+  // sync point, which then reports them all: wait for them here, so that the
+  // pipeline reports a failed check where Strict Eager without it does.
+  for (auto& f : flags) {
+    try {
+      f->await_ready();
+    } catch (const pjrt::Error&) {
+      // A failed launch: reported at the sync point from its completion event.
+    }
+  }
+}
+
 void clear_trace_sightings() {
   trace_sightings().clear();
   node_sightings().clear();

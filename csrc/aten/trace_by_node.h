@@ -68,6 +68,11 @@ constexpr size_t kMaxNewPrograms = 8;
 // program must be compiled.
 bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>& outputs, int device);
 
+// Runs every node of `g` as its single-op program, in order (each waits for its
+// program, which may be compiling in the background), and fulfils `outputs`:
+// Strict Eager's pipelined traces (Trace::pipelined).
+void run_trace_nodes(Trace& g, const std::vector<int>& outputs, int device);
+
 // Forgets which structures have missed (clear_program_cache).
 void clear_trace_sightings();
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(ROOT, "benchmarks", "peers.py")
 TINY = ["--layers", "1", "--width", "32", "--heads", "2", "--context", "16", "--batch", "2"]
@@ -21,7 +23,8 @@ def peers(*flags, timeout=300):
 def test_help_lists_every_mode():
     out = peers("--help").stdout
     for mode in ("strict_eager", "defer_and_fuse", "compiled", "cpu_eager", "xla_eager",
-                 "xla_lazy", "xla_compiled", "jax_jit", "--setup"):
+                 "xla_lazy", "xla_compiled", "jax_jit", "google_defer_never",
+                 "google_defer_and_fuse", "google_launch_blocking", "google_compiled", "--setup"):
         assert mode in out
 
 
@@ -49,3 +52,58 @@ def test_tiny_run_losses_agree_and_missing_peer_is_a_row(tmp_path):
     table = (tmp_path / "peers.md").read_text()
     assert "| train | defer_and_fuse |" in table and "| train | jax_jit | error: no " in table
     assert table.strip() in p.stdout
+
+
+# The table's loss column: each row's largest |loss - CPU eager's loss| over its steps.
+# Equal to float32 rounding: a few units in the last place of the loss (float32 ulp of
+# a loss near ln(65) = 4.17 is 4.8e-7; a compiled or fused program may reassociate).
+ULPS = 8
+
+
+def loss_column(table, kind):
+    """{mode: loss difference} from the markdown table's rows of `kind`."""
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 10 and cells[0] == kind and not cells[2].startswith("error"):
+            out[cells[1]] = float(cells[8])
+    return out
+
+
+def assert_losses_equal_to_float32_rounding(tmp_path, modes, peers_dir=None, timeout=600):
+    import numpy as np
+    flags = ["--modes", ",".join(modes + ["cpu_eager"]), "--kinds", "train,infer",
+             "--steps", "2", "--warmup", "2", "--out", str(tmp_path / "peers"), *TINY]
+    if peers_dir:
+        flags += ["--peers-dir", peers_dir]
+    peers(*flags, timeout=timeout)
+    data = json.loads((tmp_path / "peers.json").read_text())
+    table = (tmp_path / "peers.md").read_text()
+    for kind in ("train", "infer"):
+        rows = data["results"][kind]
+        column = loss_column(table, kind)
+        for mode in modes:
+            assert "error" not in rows[mode], rows[mode]
+            assert mode in column, table
+            ref = max(abs(v) for v in rows["cpu_eager"]["losses"])
+            bound = ULPS * float(np.spacing(np.float32(ref)))
+            assert column[mode] <= bound, (kind, mode, column[mode], bound)
+            # The column is the JSON's figure, printed to 3 significant digits.
+            assert abs(column[mode] - rows[mode]["loss_gap"]) <= 0.01 * rows[mode]["loss_gap"] + 1e-12
+
+
+def test_loss_column_equal_to_float32_rounding_our_modes(tmp_path):
+    assert_losses_equal_to_float32_rounding(tmp_path, ["strict_eager", "defer_and_fuse", "compiled"])
+
+
+GOOGLE_ENV = os.path.join(ROOT, ".peers", "google_tpu", "bin", "python")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(GOOGLE_ENV),
+                    reason="no .peers/google_tpu (benchmarks/peers.py --setup google_tpu "
+                           "downloads Google's torch-tpu wheel; CI does not)")
+def test_loss_column_equal_to_float32_rounding_google_rows(tmp_path):
+    assert_losses_equal_to_float32_rounding(
+        tmp_path, ["strict_eager", "google_defer_never", "google_defer_and_fuse"],
+        peers_dir=os.path.join(ROOT, ".peers"), timeout=1200)

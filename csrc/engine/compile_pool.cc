@@ -1,0 +1,83 @@
+#include "engine/compile_pool.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace tpu::engine {
+
+namespace {
+
+struct Pool {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> jobs;
+  pid_t pid = -1;  // the process whose threads these are
+  int started = 0;
+};
+
+Pool& pool() {
+  static auto* p = new Pool();  // never destroyed: workers may outlive static destructors
+  return *p;
+}
+
+void worker(Pool* p) {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(p->mu);
+      p->cv.wait(lock, [&] { return !p->jobs.empty(); });
+      job = std::move(p->jobs.front());
+      p->jobs.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace
+
+int cpus_allowed() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int compile_threads() {
+  static const int n = [] {
+    if (const char* v = std::getenv("TORCH_TPU_COMPILE_THREADS"); v && *v)
+      return std::max(0, std::atoi(v));
+    return std::min(8, cpus_allowed());
+  }();
+  return n;
+}
+
+void run_in_background(std::function<void()> job) {
+  const int n = compile_threads();
+  if (n == 0) {
+    job();
+    return;
+  }
+  Pool& p = pool();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.pid != getpid()) {  // first use, or a forked child: its own threads
+      p.pid = getpid();
+      p.started = 0;
+      p.jobs.clear();
+    }
+    while (p.started < n) {
+      std::thread(worker, &p).detach();
+      ++p.started;
+    }
+    p.jobs.push_back(std::move(job));
+  }
+  p.cv.notify_one();
+}
+
+}  // namespace tpu::engine
