@@ -18,12 +18,19 @@ import cmake_ext  # noqa: E402  (the CMake driver, shared with build_wheel.sh / 
 sys.path.pop(0)
 
 
+# scripts/build_wheel.sh: the wheel carries the extensions it built, one per torch release
+# (torch_tpu/_ext/torch_<major>_<minor>/), and torch_tpu/_compat.py loads the matching one.
+WHEEL_EXTENSIONS = cmake_ext.settings().get("TORCH_TPU_WHEEL_EXTENSIONS")
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         # Built in-tree (torch_tpu/), so that `cmake --build build/ext` alone
         # refreshes an editable install; copied to where setuptools wants it.
         target = os.path.abspath(self.get_ext_fullpath(ext.name))
         out_dir = os.path.join(ROOT, "torch_tpu")
+        if WHEEL_EXTENSIONS:
+            return  # scripts/build_wheel.sh built one per torch release under torch_tpu/_ext
         if cmake_ext.settings().get("TORCH_TPU_EXT_PREBUILT"):
             # A second environment with the same torch (the serving venv, .venv-vllm)
             # reuses the extension that .venv built in-tree instead of rebuilding it.
@@ -44,4 +51,5 @@ class CMakeBuild(build_ext):
 setup(
     ext_modules=[Extension("torch_tpu._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
+    package_data={"torch_tpu": ["_ext/torch_*/_C*.so"]} if WHEEL_EXTENSIONS else {},
 )

@@ -14,9 +14,14 @@ from . import settings  # noqa: E402  (the standard library only)
 # A malformed TORCH_TPU_* variable fails here, naming it (docs/settings.md).
 settings.check()
 
+from . import _compat  # noqa: E402
+
+_compat.check_supported(torch.__version__)  # before anything touches the extension
+
 torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C  # noqa: E402  (needs the backend renamed first)
+# The extension built for the installed torch release (needs the backend renamed first).
+_C = _compat.load_extension(torch.__version__)
 from . import _platform  # noqa: E402
 
 _platform_name, _plugin = _platform.select()
