@@ -98,8 +98,8 @@ SETTINGS = (
        "Fault injection: compiling any program whose StableHLO contains this text fails.",
        scope="c++"),
     _S("TORCH_TPU_DEBUG_FAIL_EXECUTE", "str", "",
-       "Fault injection: running any program whose name contains this text fails "
-       "asynchronously.", scope="c++"),
+       "Fault injection: running any program whose description or recording Python line "
+       "contains this text fails (asynchronously, as a device error would).", scope="c++"),
     # -- distributed (the `tpu` process-group backend)
     _S("TORCH_TPU_DIST_IN_PLACE", "bool", "1",
        "Collectives on the CPU plugin reduce in place in device memory; `0` stages through "
