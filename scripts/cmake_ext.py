@@ -56,6 +56,10 @@ def build(build_dir, out_dir, targets=()):
     jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
     target_args = [a for t in targets for a in ("--target", t)]
     subprocess.check_call(["cmake", "--build", build_dir, *target_args, "--", "-j", jobs])
+    # Which torch it was built against: torch_tpu/_compat.py loads an in-place build only
+    # for the same release.
+    with open(os.path.join(out_dir, "_C.torch_version"), "w") as f:
+        f.write(torch.__version__ + "\n")
     return os.path.join(out_dir, "_C" + sysconfig.get_config_var("EXT_SUFFIX"))
 
 

@@ -62,12 +62,25 @@ def built_releases():
     return [n[len("torch_"):].replace("_", ".") for n in names if n.startswith("torch_")]
 
 
+def _in_place_release():
+    """The torch release the in-place build was made for (scripts/cmake_ext.py notes it),
+    or None (also when there is no in-place build)."""
+    if not os.path.exists(os.path.join(_PACKAGE_DIR, "_C" + sysconfig.get_config_var("EXT_SUFFIX"))):
+        return None
+    try:
+        with open(os.path.join(_PACKAGE_DIR, "_C.torch_version")) as f:
+            return release(f.read().strip())
+    except (OSError, ImportError):
+        return None
+
+
 def load_extension(version):
-    """Imports torch_tpu._C: the wheel's extension for `version`'s release, else the one
-    built in place. Returns the module."""
+    """Imports torch_tpu._C: the in-place build when it was made for `version`'s release
+    (a source checkout), else a wheel's extension for that release, else the in-place
+    build whatever it was made for (an error names the mismatch). Returns the module."""
     check_supported(version)
     path = extension_path(version)
-    if path is None:
+    if path is None or _in_place_release() == release(version):
         try:
             return importlib.import_module("torch_tpu._C")
         except ImportError as e:

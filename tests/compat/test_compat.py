@@ -75,3 +75,21 @@ def test_wheel_layout_loads_the_extension_for_the_installed_release(tmp_path):
     assert lines[0] == str(pkg / "__init__.py")
     assert lines[1] == str(here / ("_C" + suffix))
     assert lines[2] == "12"
+
+
+def test_a_checkout_prefers_its_in_place_build_for_the_same_release(tmp_path):
+    # A source checkout after build_wheel.sh: the in-place build (noted as made for this
+    # release) wins over a stale _ext copy, so `cmake --build build/ext` takes effect.
+    src = os.path.dirname(torch_tpu.__file__)
+    pkg = tmp_path / "torch_tpu"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__", "_ext"))
+    (pkg / "_C.torch_version").write_text(torch.__version__ + "\n")
+    major, minor = _compat.release(torch.__version__)
+    stale = pkg / "_ext" / f"torch_{major}_{minor}"
+    stale.mkdir(parents=True)
+    (stale / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"stale")
+    code = "import torch_tpu; print(torch_tpu._C.__file__)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(pkg / ("_C" + sysconfig.get_config_var("EXT_SUFFIX")))
