@@ -18,12 +18,12 @@ import statistics
 import sys
 import time
 
-if os.environ.get("TORCH_TPU_CACHE") != "0":
-    sys.exit("run with TORCH_TPU_CACHE=0: disk hits would hide compiles")
+import torch
+import torch_tpu
+import transformers
 
-import torch  # noqa: E402
-import torch_tpu  # noqa: E402
-import transformers  # noqa: E402
+if torch_tpu.settings.get("TORCH_TPU_CACHE"):
+    sys.exit("run with TORCH_TPU_CACHE=0: disk hits would hide compiles")
 
 
 def main():

@@ -5,14 +5,23 @@
 
 Importing torch alone also registers the device (the `torch.backends` entry point).
 """
-import os as _os
 import sys as _sys
 
 import torch
 
+from . import settings  # noqa: E402  (the standard library only)
+
+# A malformed TORCH_TPU_* variable fails here, naming it (docs/settings.md).
+settings.check()
+
+from . import _compat  # noqa: E402
+
+_compat.check_supported(torch.__version__)  # before anything touches the extension
+
 torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C  # noqa: E402  (needs the backend renamed first)
+# The extension built for the installed torch release (needs the backend renamed first).
+_C = _compat.load_extension(torch.__version__)
 from . import _platform  # noqa: E402
 
 _platform_name, _plugin = _platform.select()
@@ -56,18 +65,13 @@ if not hasattr(torch.Tensor, "is_tpu"):
         for_tensor=True, for_module=True, for_storage=True)
 
 
-def _env_flag(*names):
-    return any(_os.environ.get(n, "0").strip().lower() in ("1", "true", "yes") for n in names)
-
-
-_C._set_launch_blocking(_env_flag("TORCH_TPU_LAUNCH_BLOCKING", "TPU_LAUNCH_BLOCKING"))
+_C._set_launch_blocking(settings.get("TORCH_TPU_LAUNCH_BLOCKING"))
 
 from . import cache  # noqa: E402
 
 # Before anything compiles: where compiled programs persist, and where to dump them.
 cache._configure_from_env()
-_C._set_dump_dir(_os.path.abspath(_os.path.expanduser(_os.environ["TORCH_TPU_DUMP_DIR"]))
-                 if _os.environ.get("TORCH_TPU_DUMP_DIR") else "")
+_C._set_dump_dir(settings.get("TORCH_TPU_DUMP_DIR") or "")
 
 from . import debug  # noqa: E402
 from . import numerics as _numerics  # noqa: E402

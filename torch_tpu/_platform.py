@@ -7,7 +7,7 @@ broken plugin raises a clear error there rather than breaking `import torch`.
 import glob
 import os
 
-from . import _plugin_paths
+from . import _plugin_paths, settings
 
 
 def _tpu_attached():
@@ -16,7 +16,7 @@ def _tpu_attached():
 
 def select():
     """Returns (platform name, plugin path or a message starting with '!')."""
-    want = os.environ.get("TORCH_TPU_PLATFORM", "").strip()
+    want = settings.raw("TORCH_TPU_PLATFORM")
     if not want:
         tpu = _plugin_paths.tpu_plugin_path()
         if tpu and _tpu_attached():
@@ -35,14 +35,7 @@ def select():
 
 
 def cpu_device_count():
-    raw = os.environ.get("TORCH_TPU_CPU_DEVICES", "1")
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ValueError(f"TORCH_TPU_CPU_DEVICES must be a positive integer, got {raw!r}")
-    if n < 1:
-        raise ValueError(f"TORCH_TPU_CPU_DEVICES must be a positive integer, got {raw!r}")
-    return n
+    return settings.get("TORCH_TPU_CPU_DEVICES")
 
 
 def plugin_logs():
@@ -52,9 +45,7 @@ def plugin_logs():
     Asking for them wins over a TF_CPP_MIN_LOG_LEVEL inherited from the environment
     (importing JAX sets it to 1 in its process and every child's), which would drop
     the plugin's INFO lines before they are written."""
-    level = os.environ.get("TORCH_TPU_LOG_LEVEL", "warning").strip().lower()
-    if level not in ("debug", "info", "warning", "error"):
-        raise ValueError(f"TORCH_TPU_LOG_LEVEL must be debug, info, warning or error, got {level!r}")
+    level = settings.get("TORCH_TPU_LOG_LEVEL")
     if level in ("debug", "info"):
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     return level in ("debug", "info")
@@ -67,10 +58,7 @@ def keep_cpu_heap():
     fault in again (csrc/engine/host_heap.h). torch.tpu.empty_cache() gives it back.
     Off when the environment already tunes glibc's malloc (GLIBC_TUNABLES with a
     glibc.malloc setting, or a MALLOC_*_ variable): the user's choice wins."""
-    raw = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "1").strip()
-    if raw not in ("0", "1"):
-        raise ValueError(f"TORCH_TPU_CPU_KEEP_FREED_MEMORY must be 0 or 1, got {raw!r}")
-    if raw == "0":
+    if not settings.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY"):
         return False
     if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return False

@@ -14,7 +14,7 @@ directory that cannot be written leaves the cache in memory only. Each warns onc
 import os
 import warnings
 
-from . import _C
+from . import _C, settings
 
 DEFAULT_MAX_BYTES = 10 << 30
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -42,16 +42,15 @@ def configure(directory=None, max_bytes=None, enabled=None):
 
 
 def _configure_from_env():
-    env = os.environ
-    enabled = env.get("TORCH_TPU_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
-    directory = env.get("TORCH_TPU_CACHE_DIR") or default_dir()
+    enabled = settings.get("TORCH_TPU_CACHE")
+    directory = settings.raw("TORCH_TPU_CACHE_DIR") or default_dir()
     max_bytes = DEFAULT_MAX_BYTES
-    if env.get("TORCH_TPU_CACHE_MAX_BYTES"):
+    text = settings.raw("TORCH_TPU_CACHE_MAX_BYTES")
+    if text:
         try:
-            max_bytes = _parse_bytes(env["TORCH_TPU_CACHE_MAX_BYTES"])
+            max_bytes = _parse_bytes(text)
         except ValueError:
-            warnings.warn(f"torch_tpu: TORCH_TPU_CACHE_MAX_BYTES="
-                          f"{env['TORCH_TPU_CACHE_MAX_BYTES']!r} is not a size; using "
+            warnings.warn(f"torch_tpu: TORCH_TPU_CACHE_MAX_BYTES={text!r} is not a size; using "
                           f"{DEFAULT_MAX_BYTES} bytes")
     _C._cache_configure(os.path.abspath(os.path.expanduser(directory)), max_bytes, enabled)
 

@@ -1,10 +1,9 @@
 """torch.tpu: the parts of torch.cuda that users call, for the tpu device."""
-import os
 import warnings
 
 import torch
 
-from . import _C
+from . import _C, settings
 from .streams import (  # noqa: F401  (torch.cuda's stream API)
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream)
 
@@ -223,7 +222,7 @@ def set_memory_limit(nbytes):
 
 
 def _init_memory_limit_from_env():
-    text = os.environ.get("TORCH_TPU_MEMORY_LIMIT")
+    text = settings.raw("TORCH_TPU_MEMORY_LIMIT")
     if not text:
         return
     from torch_tpu.cache import _parse_bytes

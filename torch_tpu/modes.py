@@ -11,11 +11,10 @@ Note: autograd runs backward passes on its own device thread, which follows
 the process-wide mode, not a thread's override.
 """
 import contextlib
-import os
 
 import torch
 
-from . import _C
+from . import _C, settings
 
 STRICT_EAGER = "strict_eager"
 DEFER_AND_FUSE = "defer_and_fuse"
@@ -72,14 +71,13 @@ def _optimizer_step_boundary(optimizer, args, kwargs):
 
 
 def _init_from_env():
-    mode = os.environ.get("TORCH_TPU_EXECUTION_MODE", "").strip()
-    if not mode and os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "0").strip().lower() in (
-            "1", "true", "yes"):
+    mode = settings.raw("TORCH_TPU_EXECUTION_MODE")
+    if not mode and settings.get("TORCH_TPU_DEFER_AND_FUSE"):
         mode = DEFER_AND_FUSE
     if mode:
         set_execution_mode(mode)
-    limit = os.environ.get("TORCH_TPU_MAX_GRAPH_NODES", "").strip()
-    if limit:
-        _C._set_max_graph_nodes(int(limit))
+    limit = settings.get("TORCH_TPU_MAX_GRAPH_NODES")
+    if limit is not None:
+        _C._set_max_graph_nodes(limit)
     from torch.optim.optimizer import register_optimizer_step_post_hook
     register_optimizer_step_post_hook(_optimizer_step_boundary)

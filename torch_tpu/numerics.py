@@ -20,6 +20,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from . import settings
+
 # Per dtype: XLA may fuse, reorder and use other algorithms (e.g. for matmul
 # accumulation) than the CPU kernels, so allow more than CPU-vs-CPU.
 DEFAULT_TOLERANCES = {
@@ -230,7 +232,7 @@ def disable():
 
 
 def _init_from_env():
-    v = os.environ.get("TORCH_TPU_CHECK_NUMERICS", "").strip().lower()
+    v = settings.get("TORCH_TPU_CHECK_NUMERICS")
     if v in ("1", "true", "yes", "raise"):
         enable(raise_on_mismatch=True)
     elif v == "warn":

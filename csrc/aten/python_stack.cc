@@ -1,6 +1,7 @@
 #include "aten/python_stack.h"
 
 #include "aten/python_site.h"
+#include "core/settings.h"
 
 // On CPython 3.11 the thread's interpreter frames are read directly (internal
 // API, as PyTorch's Dynamo does): PyTorch's bindings release the GIL around
@@ -110,10 +111,7 @@ const CodeSite* site_of(PyCodeObject* code) {
 }
 
 bool enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_DEFER_STACKS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = settings::flag("TORCH_TPU_DEFER_STACKS");
   return on;
 }
 

@@ -1,6 +1,7 @@
 #include "dist/host_staged_transport.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/settings.h"
 #include "dist/host_staging.h"
 #include "dist/in_place_reduce.h"
 #include "dist/phase_probe.h"
@@ -67,8 +69,8 @@ void all_out(const TensorList& dst, const TensorList& hosts) {
 // 0: no pieces).
 int64_t piece_bytes(int64_t nbytes) {
   static const double fixed_mb = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_PIECE_MB");
-    return v != nullptr ? std::atof(v) : -1.0;
+    double mb = settings::number("TORCH_TPU_DIST_PIECE_MB");  // NaN: unset
+    return std::isnan(mb) ? -1.0 : mb;
   }();
   constexpr int64_t kMB = 1 << 20;
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max() / 4;

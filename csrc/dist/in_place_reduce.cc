@@ -8,6 +8,7 @@
 
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "core/settings.h"
 #include "dist/phase_probe.h"
 #include "engine/host_alias.h"
 #include "engine/view_io.h"
@@ -18,10 +19,7 @@ namespace tpu::dist {
 namespace {
 
 bool enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_IN_PLACE");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = settings::flag("TORCH_TPU_DIST_IN_PLACE");
   return on;
 }
 

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/settings.h"
+
 namespace tpu::dist {
 
 namespace {
@@ -55,10 +57,7 @@ Table& table() {
 }  // namespace
 
 bool profiling() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_PROFILE");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
-  }();
+  static const bool on = settings::flag("TORCH_TPU_DIST_PROFILE");
   return on;
 }
 

@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 
+#include "core/settings.h"
+
 namespace tpu::dist {
 
 namespace {
@@ -18,8 +20,7 @@ constexpr size_t kAlign = 64;  // at::empty's alignment; the CPU plugin zero-cop
 // block returned beyond it is freed, the oldest idle blocks first.
 int64_t idle_limit() {
   static const int64_t limit = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_STAGING_POOL_MB");
-    int64_t mb = v != nullptr ? std::atoll(v) : 512;
+    int64_t mb = settings::integer("TORCH_TPU_DIST_STAGING_POOL_MB");
     return (mb < 0 ? 0 : mb) << 20;
   }();
   return limit;

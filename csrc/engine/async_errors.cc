@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/settings.h"
 #include "engine/device_checks.h"
 #include "engine/executor.h"
 
@@ -30,8 +31,8 @@ Failures& failures() {
 std::mutex g_fail_mu;
 std::string g_fail_text;
 std::atomic<bool> g_fail_on{[] {
-  const char* v = std::getenv("TORCH_TPU_DEBUG_FAIL_EXECUTE");
-  if (v == nullptr || *v == '\0') return false;
+  const char* v = settings::raw("TORCH_TPU_DEBUG_FAIL_EXECUTE");
+  if (v == nullptr) return false;
   g_fail_text = v;
   return true;
 }()};

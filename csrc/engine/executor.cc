@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/settings.h"
 #include "engine/async_errors.h"
 #include "engine/disk_cache.h"
 #include "engine/metrics.h"
@@ -279,8 +280,8 @@ std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const
   RECORD_USER_SCOPE(scope);
   // Fault injection, to test how compile failures are reported:
   // TORCH_TPU_DEBUG_FAIL_COMPILE=<text> fails every program whose MLIR has <text>.
-  static const char* fail_if = std::getenv("TORCH_TPU_DEBUG_FAIL_COMPILE");
-  if (fail_if != nullptr && *fail_if != '\0' && mlir.find(fail_if) != std::string::npos)
+  static const char* fail_if = settings::raw("TORCH_TPU_DEBUG_FAIL_COMPILE");
+  if (fail_if != nullptr && mlir.find(fail_if) != std::string::npos)
     throw pjrt::Error(PJRT_Error_Code_INTERNAL, "compiling " + what +
                                                     " failed: injected by TORCH_TPU_DEBUG_FAIL_COMPILE");
   auto t0 = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/settings.h"
 #include "engine/async_errors.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -36,10 +37,7 @@ std::unique_ptr<pjrt::Event> download_part(const pjrt::Buffer& buf, void* dst, i
 namespace {
 
 bool host_views_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TORCH_TPU_DIST_HOST_VIEW");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = settings::flag("TORCH_TPU_DIST_HOST_VIEW");
   return enabled;
 }
 

@@ -5,15 +5,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/settings.h"
 #include "lower/registry.h"
 
 namespace tpu::lower {
 
 namespace {
-std::atomic<bool> g_enabled{[] {
-  const char* v = std::getenv("TORCH_TPU_CHECKS");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}()};
+std::atomic<bool> g_enabled{settings::flag("TORCH_TPU_CHECKS")};
 }  // namespace
 
 bool checks_enabled() { return g_enabled.load(std::memory_order_relaxed); }

@@ -11,7 +11,6 @@ a compiled program costs a Dynamo compile). Budgets per mode:
                                          (8,500 + 8,500 eager, 3,000 compiled)
 e.g. TORCH_TPU_FUZZ_LONG=1 nice -n 15 python -m pytest tests/fuzz -q -k compiled
 (hypothesis prints the smallest failing chain)."""
-import os
 
 import pytest
 import torch
@@ -19,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torch_tpu
+from torch_tpu import settings as tpu_settings
 
-_LONG = os.environ.get("TORCH_TPU_FUZZ_LONG", "0") not in ("", "0")
-EXAMPLES = int(os.environ.get("TORCH_TPU_FUZZ_EXAMPLES", "8500" if _LONG else "120"))
-COMPILED_EXAMPLES = int(os.environ.get("TORCH_TPU_FUZZ_COMPILED_EXAMPLES", "3000" if _LONG else "60"))
+_LONG = tpu_settings.get("TORCH_TPU_FUZZ_LONG")
+EXAMPLES = tpu_settings.get("TORCH_TPU_FUZZ_EXAMPLES") or (8500 if _LONG else 120)
+COMPILED_EXAMPLES = tpu_settings.get("TORCH_TPU_FUZZ_COMPILED_EXAMPLES") or (3000 if _LONG else 60)
 
 
 def _float_only(x):

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../cpp_check.h"
+#include "core/settings.h"
 #include "pjrt/pjrt.h"
 #include "pjrt/small_array.h"
 
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
   std::string plugin_path;
   if (argc > 1) {
     plugin_path = argv[1];
-  } else if (const char* env = std::getenv("TORCH_TPU_PJRT_PLUGIN")) {
+  } else if (const char* env = tpu::settings::raw("TORCH_TPU_PJRT_PLUGIN")) {
     plugin_path = env;
   }
   if (plugin_path.empty()) {

@@ -20,12 +20,11 @@ torch_tpu.dynamo.register() registers it by hand where the package metadata
 is not installed.
 """
 import functools
-import os
 
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
-from .. import _C
+from .. import _C, settings
 from . import buckets, device_interface, lean_autograd
 from .bucketed_graph import BucketedGraph, has_symbolic_inputs
 from .graph_runner import CompiledGraph
@@ -68,7 +67,7 @@ def decompositions():
     """The decomposition table handed to AOTAutograd (see the module note); built
     once per process, so TORCH_TPU_COMPILE_DECOMPOSITIONS is read at the first compile."""
     table = {op: fn for op, fn in core_aten_decompositions().items() if op.name() not in _KEEP_WHOLE}
-    if os.environ.get("TORCH_TPU_COMPILE_DECOMPOSITIONS", "").strip().lower() == "core":
+    if settings.get("TORCH_TPU_COMPILE_DECOMPOSITIONS") == "core":
         return table
     lowered = set(_C._lowered_op_names())
     return {op: fn for op, fn in table.items() if op.name() not in lowered}
@@ -99,7 +98,7 @@ def tpu_backend(gm, example_inputs, options=None, **kwargs):
                          "(known: dynamic_buckets)")
     if policy is not None:
         return _aot_backend(policy)(gm, example_inputs, **kwargs)
-    if not kwargs and os.environ.get("TORCH_TPU_COMPILE_LEAN", "1") != "0":
+    if not kwargs and settings.get("TORCH_TPU_COMPILE_LEAN"):
         fn = lean_autograd.lean(gm, example_inputs, decompositions())
         if fn is not None:
             return fn

@@ -21,6 +21,8 @@ also needs `ACCELERATE_TORCH_DEVICE=cpu` (Accelerate lets the variable win over 
 """
 import os
 
+from torch_tpu import settings
+
 VARIABLE = "ACCELERATE_TORCH_DEVICE"
 # Records the value we set, so that a child process (torchrun's workers inherit the
 # launcher's environment, where torch_tpu was imported too) recomputes it for its own
@@ -49,7 +51,7 @@ def device_setting():
 def install(platform_usable):
     """Sets ACCELERATE_TORCH_DEVICE unless the user chose one or the platform cannot start."""
     current = os.environ.get(VARIABLE)
-    if not platform_usable or (current is not None and current != os.environ.get(OURS)):
+    if not platform_usable or (current is not None and current != settings.raw(OURS)):
         return  # the user's choice, or a tpu that cannot start: leave Accelerate alone
     os.environ[VARIABLE] = os.environ[OURS] = device_setting()
 

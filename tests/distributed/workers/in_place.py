@@ -25,7 +25,7 @@ import torch_tpu
 
 TPU = torch.device("tpu")
 stats = torch_tpu._C._distributed._in_place_stats
-ENABLED = os.environ.get("TORCH_TPU_DIST_IN_PLACE", "1") != "0"
+ENABLED = torch_tpu.settings.get("TORCH_TPU_DIST_IN_PLACE")
 
 
 def expect(path, fn):
@@ -116,7 +116,7 @@ def main():
     th = threading.Thread(target=other_thread)
     th.start()
     recorded.wait()
-    path = "staged" if os.environ["TORCH_TPU_EXECUTION_MODE"] == "defer_and_fuse" else "in_place"
+    path = "staged" if torch_tpu.settings.get("TORCH_TPU_EXECUTION_MODE") == "defer_and_fuse" else "in_place"
     expect(path, lambda: dist.all_reduce(q))
     go.set()
     th.join()

@@ -8,11 +8,9 @@ Modules: platform (what vLLM asks of a device), worker (one process, one device)
 model_runner (batches scheduled requests into padded, bucketed device programs),
 attention (the paged KV cache and attention over it), buckets (the padded shapes).
 """
-import os
-
-
 def register():
     """The entry point vLLM calls: the qualified name of our Platform, or None to pass."""
-    if os.environ.get("TORCH_TPU_VLLM", "1") == "0":
+    from torch_tpu import settings
+    if not settings.get("TORCH_TPU_VLLM"):
         return None
     return "torch_tpu.integrations.vllm.platform.TpuPlatform"

@@ -5,7 +5,6 @@ get_kv_cache_spec, determine_available_memory, initialize_from_config (allocates
 paged KV cache), compile_or_warm_up_model (runs every padded shape once), then
 execute_model once per scheduler step.
 """
-import os
 import time
 
 import torch
@@ -13,13 +12,15 @@ from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from torch_tpu import settings
+
 from .model_runner import TpuModelRunner
 
 logger = init_logger(__name__)
 
 # The KV cache's size when the user names none (--kv-cache-memory-bytes): on the CPU
 # plugin device memory is the process heap, so "90% of free memory" would take the host.
-_DEFAULT_KV_CACHE_BYTES = int(os.environ.get("TORCH_TPU_VLLM_KV_CACHE_BYTES", 1 << 30))
+_DEFAULT_KV_CACHE_BYTES = settings.get("TORCH_TPU_VLLM_KV_CACHE_BYTES")
 
 
 class TpuWorker(WorkerBase):
