@@ -75,6 +75,15 @@ SETTINGS = (
     _S("TORCH_TPU_CHECKS", "bool", "1",
        "Device-side checks of data-dependent errors (out-of-range indices...). `0` turns them "
        "off.", scope="c++"),
+    _S("TORCH_TPU_PIPELINED_COMPILE", "bool", "",
+       "Strict Eager: an op whose program is not cached yet compiles on a background pool while "
+       "later ops are recorded; the programs run in order at the next sync point. Unset: on "
+       "only where the process may use at least 4 CPUs (on 2 it measured no gain).",
+       scope="c++"),
+    _S("TORCH_TPU_COMPILE_THREADS", "int", "",
+       "Threads of the background compile pool (pipelined compilation). `0` compiles on the "
+       "calling thread. Unset: the CPUs the process may use, at most 8.", scope="c++",
+       minimum=0),
     # -- torch.compile
     _S("TORCH_TPU_COMPILE_DECOMPOSITIONS", "choice", "lowered",
        "`core`: AOTAutograd applies PyTorch's whole core decomposition table; `lowered`: ops "

@@ -8,6 +8,8 @@
 // graph instead (deferred_graph.cc). Both go through the same Entry and emit().
 #include "aten/op_kernel.h"
 
+#include "core/settings.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -76,8 +78,8 @@ namespace {
 // gain, benchmarks/cold_start.py). Never with TORCH_TPU_COMPILE_THREADS=0 or
 // launch blocking (an error must point at its op).
 std::atomic<bool> g_pipelining{[] {
-  const char* v = std::getenv("TORCH_TPU_PIPELINED_COMPILE");
-  if (v && *v) return std::string(v) != "0";
+  if (tpu::settings::raw("TORCH_TPU_PIPELINED_COMPILE"))
+    return tpu::settings::flag("TORCH_TPU_PIPELINED_COMPILE");
   return engine::cpus_allowed() >= 4;
 }()};
 

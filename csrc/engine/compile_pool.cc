@@ -1,5 +1,7 @@
 #include "engine/compile_pool.h"
 
+#include "core/settings.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -50,8 +52,8 @@ int cpus_allowed() {
 
 int compile_threads() {
   static const int n = [] {
-    if (const char* v = std::getenv("TORCH_TPU_COMPILE_THREADS"); v && *v)
-      return std::max(0, std::atoi(v));
+    if (tpu::settings::raw("TORCH_TPU_COMPILE_THREADS"))
+      return static_cast<int>(std::max<int64_t>(0, tpu::settings::integer("TORCH_TPU_COMPILE_THREADS")));
     return std::min(8, cpus_allowed());
   }();
   return n;
