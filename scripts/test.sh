@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
 source .venv/bin/activate
-python -m pytest -q tests "$@"
+# A failure in the main suite still lets the serving tests run; the exit status is the
+# first failure's.
+status=0
+python -m pytest -q tests "$@" || status=$?
 deactivate
 serving=1
 for a in "$@"; do
@@ -19,5 +22,8 @@ if [ "$serving" = 1 ]; then
   bash scripts/install_vllm.sh
   args=()
   for a in "$@"; do [ -e "${a%%::*}" ] || args+=("$a"); done
-  .venv-vllm/bin/python -m pytest -q tests/vllm_serving "${args[@]}"
+  serving_status=0
+  .venv-vllm/bin/python -m pytest -q tests/vllm_serving "${args[@]}" || serving_status=$?
+  [ "$status" != 0 ] || status=$serving_status
 fi
+exit "$status"
