@@ -640,14 +640,18 @@ void flush_pending(const std::string& reason) {
   g.flush_locked(reason);
 }
 
-void flush_pipelined(const std::string& reason) {
+// Every thread's trace that is still alive (taken under the registry's lock; each
+// is then flushed under its own).
+static std::vector<std::shared_ptr<Trace>> live_traces() {
   std::vector<std::shared_ptr<Trace>> live;
-  {
-    std::lock_guard<std::mutex> g(g_traces_mu);
-    for (auto& w : all_traces())
-      if (auto t = w.lock()) live.push_back(std::move(t));
-  }
-  for (auto& t : live) {
+  std::lock_guard<std::mutex> g(g_traces_mu);
+  for (auto& w : all_traces())
+    if (auto t = w.lock()) live.push_back(std::move(t));
+  return live;
+}
+
+void flush_pipelined(const std::string& reason) {
+  for (auto& t : live_traces()) {
     if (!t->pipelined.load(std::memory_order_relaxed)) continue;
     std::lock_guard<std::mutex> lock(t->mu);
     if (t->pipelined.load(std::memory_order_relaxed)) t->flush_locked(reason);
@@ -655,13 +659,7 @@ void flush_pipelined(const std::string& reason) {
 }
 
 void flush_all_pending(const std::string& reason) {
-  std::vector<std::shared_ptr<Trace>> live;
-  {
-    std::lock_guard<std::mutex> g(g_traces_mu);
-    for (auto& w : all_traces())
-      if (auto t = w.lock()) live.push_back(std::move(t));
-  }
-  for (auto& t : live) {
+  for (auto& t : live_traces()) {
     std::lock_guard<std::mutex> lock(t->mu);
     t->flush_locked(reason);
   }

@@ -351,6 +351,36 @@ uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
                                    std::chrono::steady_clock::now() - t0).count());
 }
 
+// What running a trace node by node needs, whichever way each node runs: the
+// trace's inputs as buffers, each node's inputs, its outputs kept by slot id, and
+// the trace's outputs handed to the tensors waiting for them.
+Buffers trace_params(const Trace& g, int device) {
+  Buffers params;
+  params.reserve(g.params.size());
+  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  return params;
+}
+
+Buffers node_inputs(const Node& n, const Buffers& cur, const Buffers& params) {
+  Buffers in;
+  in.reserve(n.ins.size());
+  for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
+  return in;
+}
+
+void keep_outputs(const Node& n, const Buffers& outs, Buffers& cur) {
+  TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
+              " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
+  for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+}
+
+void fulfil_outputs(Trace& g, const std::vector<int>& outputs, const Buffers& cur) {
+  for (int id : outputs) {
+    auto& slot = g.slots[id].slot;
+    slot->fulfil(cur[id], slot->raw_elem());
+  }
+}
+
 }  // namespace
 
 bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>& outputs, int device) {
@@ -390,16 +420,12 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
   if (for_host == 0 || new_programs > kMaxNewPrograms) return false;
 
   auto t0 = std::chrono::steady_clock::now();
-  Buffers params;
-  params.reserve(g.params.size());
-  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  Buffers params = trace_params(g, device);
   Buffers cur(g.slots.size());
   uint64_t host_nodes = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    Buffers in;
-    in.reserve(n.ins.size());
-    for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
+    Buffers in = node_inputs(n, cur, params);
     Buffers outs;
     auto h0 = std::chrono::steady_clock::now();
     if (host[i] && run_on_host(g, n, in, device, &outs)) {
@@ -411,39 +437,24 @@ bool run_trace_by_node(Trace& g, const std::string& key, const std::vector<int>&
     } else {
       outs = launch_node(n, in, device);
     }
-    TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
-                " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
-    for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+    keep_outputs(n, outs, cur);
   }
-  for (int id : outputs) {
-    auto& slot = g.slots[id].slot;
-    slot->fulfil(cur[id], slot->raw_elem());
-  }
+  fulfil_outputs(g, outputs, cur);
   engine::metrics().host_tier_ops += host_nodes;
   trace_sightings().charge(sig, k, ns_since(t0));
   return true;
 }
 
 void run_trace_nodes(Trace& g, const std::vector<int>& outputs, int device) {
-  Buffers params;
-  params.reserve(g.params.size());
-  for (auto& p : g.params) params.push_back(p.buffer ? p.buffer : host_input_buffer(p.host, device));
+  Buffers params = trace_params(g, device);
   Buffers cur(g.slots.size());
   Buffers flags;  // device-side check flags of the nodes that have checks
   for (const Node& n : g.nodes) {
-    Buffers in;
-    in.reserve(n.ins.size());
-    for (const NodeInput& ni : n.ins) in.push_back(ni.internal ? cur[ni.id] : params[ni.id]);
-    Buffers outs = launch_node(n, in, device);
+    Buffers outs = launch_node(n, node_inputs(n, cur, params), device);
     if (!n.entry->checks.empty()) flags.push_back(outs.back());
-    TORCH_CHECK(outs.size() >= n.outs.size(), "internal error: node ", n.rec.info->name,
-                " gave ", outs.size(), " values for ", n.outs.size(), " outputs");
-    for (size_t j = 0; j < n.outs.size(); ++j) cur[n.outs[j]] = outs[j];
+    keep_outputs(n, outs, cur);
   }
-  for (int id : outputs) {
-    auto& slot = g.slots[id].slot;
-    slot->fulfil(cur[id], slot->raw_elem());
-  }
+  fulfil_outputs(g, outputs, cur);
   // Run at their calls, these ops' checks would have finished long before this
   // sync point, which then reports them all: wait for them here, so that the
   // pipeline reports a failed check where Strict Eager without it does.

@@ -17,6 +17,7 @@
 // would otherwise clamp or warn). Its backward, tpu::tbe_dense_backward, scatters
 // the output's gradient back into dev_weights' layout; the autograd glue that
 // connects the two is in csrc/aten/fbgemm_kernels.cc.
+#include "lower/rows.h"
 #include "lower/segments.h"
 
 namespace tpu::lower {
@@ -177,14 +178,9 @@ std::vector<Value> dense_lookup(Ctx& c) {
     vals = b.mul(vals, col(b, b.convert(*pw, acc), nd));
   Value pooled = b.splat_f(0, {acc, {L.nb + 1, max_d}});
   if (L.n > 0 && max_d > 0) {
-    hlo::Builder::ScatterDims s;
-    s.update_window_dims = {1};
-    s.inserted_window_dims = {0};
-    s.scatter_dims_to_operand_dims = {0};
-    s.index_vector_dim = 1;
-    hlo::ReduceOp add = hlo::ReduceOp::Add;
-    Value where = b.reshape(b.select(L.inside, L.bag, b.splat_i(L.nb, L.bag.type)), {L.n, 1});
-    pooled = b.scatter(pooled, where, vals, s, &add);
+    // Rows outside every bag go to the extra row nb, sliced off below.
+    Value where = b.select(L.inside, L.bag, b.splat_i(L.nb, L.bag.type));
+    pooled = rows::scatter_add(b, pooled, where, vals);
   }
   pooled = b.slice(pooled, {0, 0}, {L.nb, max_d}, {1, 1});
   if (mode == 1) pooled = b.div(pooled, mean_scale(b, L, acc));
