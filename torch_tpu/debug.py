@@ -112,17 +112,24 @@ def dump_dir():
 
 
 @contextlib.contextmanager
+def _switched(get, set_, enabled):
+    """An engine switch (a getter and setter of _C) set to `enabled` inside the block."""
+    prev = get()
+    set_(bool(enabled))
+    try:
+        yield
+    finally:
+        set_(prev)
+
+
+@contextlib.contextmanager
 def host_tier(enabled):
     """Turns the host tier on or off inside the block (on by default): tiny integer
     and bool ops whose shapes keep changing run with the CPU kernel instead of
     compiling a program per shape (csrc/aten/host_tier.h; counted as host_tier_ops).
     Tests of the lowerings turn it off so that every sample compiles."""
-    prev = _C._host_tier()
-    _C._set_host_tier(bool(enabled))
-    try:
+    with _switched(_C._host_tier, _C._set_host_tier, enabled):
         yield
-    finally:
-        _C._set_host_tier(prev)
 
 
 @contextlib.contextmanager
@@ -133,12 +140,8 @@ def pipelined_compile(enabled):
     single-op program is not compiled yet is recorded while the program compiles on
     a background thread (TORCH_TPU_COMPILE_THREADS), and the recorded ops run in
     order, each as its own program, at the next sync point (csrc/engine/compile_pool.h)."""
-    prev = _C._pipelined_compile()
-    _C._set_pipelined_compile(bool(enabled))
-    try:
+    with _switched(_C._pipelined_compile, _C._set_pipelined_compile, enabled):
         yield
-    finally:
-        _C._set_pipelined_compile(prev)
 
 
 def clear_program_cache():
