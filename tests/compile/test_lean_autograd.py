@@ -151,3 +151,36 @@ def test_double_backward_is_refused():
         assert "double backward" in str(e)
     else:
         raise AssertionError("double backward through a lean graph did not raise")
+
+
+def test_selective_activation_checkpointing_with_dtype_conversion():
+    """A selectively checkpointed block with `.float()`/`.to(dtype)` (TorchTitan's default
+    AC around each compiled block): tracing records aten._assert_tensor_metadata, which the
+    partitioner refuses in an AC graph unless it is removed first."""
+    from functools import partial
+
+    from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
+                                        create_selective_checkpoint_contexts)
+
+    def policy(ctx, op, *args, **kwargs):
+        return (CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+
+    def block(x, w):
+        h = (x @ w).float().to(torch.float32)
+        return F.silu(h.to(x.dtype)) @ w
+
+    def f(x, w):
+        return checkpoint(block, x, w, use_reentrant=False,
+                          context_fn=partial(create_selective_checkpoint_contexts, policy))
+
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+    ref = f(x, w)
+    ref.sum().backward()
+    wt = w.detach().to("tpu").requires_grad_()
+    out = torch.compile(f, backend="tpu")(x.to("tpu"), wt)
+    assert _is_lean(out)
+    out.sum().backward()
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(wt.grad.cpu(), w.grad, rtol=1e-5, atol=1e-5)

@@ -151,6 +151,7 @@ def lean(gm, example_inputs, decompositions):
             len(differentiable) != len(tangents):
         return _decline("the joint graph is not (primals, tangents) -> (outputs, gradients) "
                         f"with {len(differentiable)} tangents")
+    _drop_metadata_asserts(joint)
     fw_gm, bw_gm = default_partition(joint, example_inputs, num_fwd_outputs=num_outputs)
     if any(n.op == "placeholder" and not isinstance(n.meta.get("val"), torch.Tensor)
            for n in bw_gm.graph.nodes):
@@ -167,6 +168,21 @@ def lean(gm, example_inputs, decompositions):
         return apply(plan, *args)
     run.plan = plan
     return run
+
+
+def _drop_metadata_asserts(joint):
+    """Removes aten._assert_tensor_metadata from the joint graph. Tracing a dtype/device
+    conversion (`.to`, `.float()`) records it; it checks metadata the trace has already
+    fixed and returns nothing, but the partitioner counts it as an impure op and refuses
+    an activation-checkpointed graph that holds one (inductor removes it as well)."""
+    target = torch.ops.aten._assert_tensor_metadata.default
+    dropped = False
+    for n in list(joint.graph.nodes):
+        if n.op == "call_function" and n.target is target and not n.users:
+            joint.graph.erase_node(n)
+            dropped = True
+    if dropped:
+        joint.recompile()
 
 
 def _value(node):
