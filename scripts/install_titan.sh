@@ -14,5 +14,14 @@ site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 shared=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # addsitedir also runs the .pth files there (torch_tpu's editable install among them).
 echo "import site; site.addsitedir('$shared')" > "$site/zz_project_venv.pth"
-"$py" -m pip install -q --disable-pip-version-check -r requirements/titan.txt
-"$py" -c "import torchtitan.train, torch_tpu" || { echo "TorchTitan env broken" >&2; exit 1; }
+# Already there: skip pip (its resolve alone takes a minute over .venv's packages).
+pins=$(sed -n 's/^\([A-Za-z0-9_.-]*\)==\([^ #]*\).*/\1 \2/p' requirements/titan.txt)
+if ! "$py" - $pins <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+a = sys.argv[1:]
+assert all(m.version(n) == v for n, v in zip(a[::2], a[1::2]))
+PY
+then
+  "$py" -m pip install -q --disable-pip-version-check -r requirements/titan.txt
+  "$py" -c "import torchtitan.train, torch_tpu" || { echo "TorchTitan env broken" >&2; exit 1; }
+fi

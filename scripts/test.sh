@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The test command: create/refresh .venv, build, then the C++ unit tests and the Python
-# suite; then the serving tests (tests/vllm_serving) in the serving environment .venv-vllm
+# suite (its TorchTitan tests run in .venv-titan, made first); then the serving tests
+# (tests/vllm_serving) in the serving environment .venv-vllm
 # (skipped when the arguments name test paths none of which is under tests/vllm_serving).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
+# The TorchTitan environment .venv-titan, which tests/integrations/test_torchtitan.py runs.
+bash scripts/install_titan.sh
 source .venv/bin/activate
 # A failure in the main suite still lets the serving tests run; the exit status is the
 # first failure's.

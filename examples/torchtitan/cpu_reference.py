@@ -45,10 +45,19 @@ class DenseMaskAttention(torch.nn.Module):
                                               enable_gqa=enable_gqa)
 
 
+def use_dense_attention(model):
+    """Replaces the model's FlexAttentionWrapper modules with DenseMaskAttention."""
+    from torchtitan.models.attention import FlexAttentionWrapper
+
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, FlexAttentionWrapper):
+                setattr(module, name, DenseMaskAttention())
+
+
 def build(argv, dp, seed_checkpoint):
     from torchtitan.config import ConfigManager
     from torchtitan.distributed import ParallelDims
-    from torchtitan.models.attention import FlexAttentionWrapper
     from torchtitan.protocols.train_spec import get_train_spec
 
     config = ConfigManager().parse_args(argv)
@@ -62,10 +71,7 @@ def build(argv, dp, seed_checkpoint):
     state = model.state_dict()
     dcp.load(state, checkpoint_id=seed_checkpoint)
     model.load_state_dict(state)
-    for module in list(model.modules()):
-        for name, child in module.named_children():
-            if isinstance(child, FlexAttentionWrapper):
-                setattr(module, name, DenseMaskAttention())
+    use_dense_attention(model)
     model.train()
     dims = ParallelDims(dp_replicate=1, dp_shard=1, cp=1, tp=1, pp=1, ep=1, etp=1,
                         world_size=1)

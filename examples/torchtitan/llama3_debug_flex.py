@@ -1,71 +1,88 @@
-"""TorchTitan 0.3.0's Llama 3 debug model, with TorchTitan's own FlexAttention (compiled
-with inductor and TorchTitan's inductor options, as its trainer does), trains on tpu
-after torch_tpu.integrations.flex_attention.enable(). Model-level: the model, its
-document-mask BlockMask (`get_attention_masks`), cross-entropy and AdamW, 10 steps on
-random tokens (batch 2, sequence 128); not TorchTitan's Trainer (which needs its
-tokenizer and c4_test assets from the TorchTitan repository).
+"""TorchTitan's Llama 3 debug model with its FlexAttention (`debugmodel_flex_attn`,
+compiled with inductor and TorchTitan's inductor options, block-causal document masks)
+trains on tpu after torch_tpu.integrations.flex_attention.enable(), and matches a CPU
+reference step by step. Model-level (the model, its masks, cross-entropy, AdamW, random
+tokens, batch 2, sequence 128); TorchTitan's Trainer under torchrun is
+examples/torchtitan/train.py (docs/torchtitan.md).
 
-    python examples/torchtitan/llama3_debug_flex.py tpu 10   # on tpu
-    python examples/torchtitan/llama3_debug_flex.py cpu 10   # the CPU reference
+    bash scripts/install_titan.sh                                     # .venv-titan
+    .venv-titan/bin/python examples/torchtitan/llama3_debug_flex.py 10
 
-TorchTitan pins packages the project's environment does not hold (datasets<4.8,
-spmd_types, triton for an import), so it goes into a separate venv that sees the
-project's .venv behind its own packages:
-
-    python3.11 -m venv /tmp/titan-venv
-    echo $PWD/.venv/lib/python3.11/site-packages > /tmp/titan-venv/lib/python3.11/site-packages/zz_project.pth
-    echo $PWD > /tmp/titan-venv/lib/python3.11/site-packages/zz_src.pth
-    /tmp/titan-venv/bin/pip install torchtitan==0.3.0 triton==3.8.0
-    /tmp/titan-venv/bin/python examples/torchtitan/llama3_debug_flex.py tpu 10
-
-The CPU reference: PyTorch refuses flex_attention's backward on the CPU (its inductor
-kernel has none), so for the reference only this script lets CPU tensors through
-PyTorch's check and runs flex_attention uncompiled, i.e. the HOP's dense math kernel,
-the formula the tpu kernels use.
+The reference is the same model and weights on the CPU with TorchTitan's
+FlexAttentionWrapper replaced by SDPA with the dense mask its BlockMask's `mask_mod`
+defines (cpu_reference.DenseMaskAttention): PyTorch's flex_attention has no backward on
+the CPU, and nothing of PyTorch or TorchTitan is changed for the reference.
 """
+import copy
+import os
 import sys
 import time
+import types
 import warnings
 
 import torch
-import torch.nn.attention.flex_attention as flex
+from torch.nn.attention.flex_attention import and_masks, create_block_mask
 
 import torch_tpu
 import torch_tpu.integrations.flex_attention as tpu_flex
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_reference import use_dense_attention  # noqa: E402
 
-def main(device, steps):
+EOS = 0  # token id that ends a document: random tokens give a few documents per row
+
+
+def cpu_masks(tokens):
+    """The BlockMask TorchTitan's `get_attention_masks` builds, made on the CPU."""
+    from torchtitan.models.attention import get_causal_mask_mod, get_document_mask_mod
+
+    b, seq = tokens.shape
+    mask_mod = and_masks(get_causal_mask_mod(), get_document_mask_mod(tokens, EOS))
+    return create_block_mask(mask_mod, b, None, seq, seq, device="cpu")
+
+
+def main(steps):
     tpu_flex.enable()
-    from torchtitan.models.common import attention
-    from torchtitan.models.llama3 import model_registry
-    if device == "cpu":  # the reference only (see the module note)
-        flex._validate_device = lambda query, key, value: None
-        attention.FlexAttention._compiled_flex_attn = staticmethod(flex.flex_attention)
+    from torchtitan.models.llama3 import Transformer, llama3_args
 
     with torch.device("meta"):
-        model = model_registry("debugmodel").model.build()
+        model = Transformer(llama3_args["debugmodel_flex_attn"])
     model.to_empty(device="cpu")
     torch.manual_seed(0)
-    model.init_states(buffer_device=torch.device("cpu"))  # the same weights on both devices
-    model = model.to(device)
+    with torch.no_grad():
+        model.init_weights(buffer_device=torch.device("cpu"))
+    ref = copy.deepcopy(model)
+    use_dense_attention(ref)
+    model = model.to("tpu")
     opt = torch.optim.AdamW(model.parameters(), lr=8e-4)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=8e-4)
+    tokenizer = types.SimpleNamespace(eos_id=EOS)
     g = torch.Generator().manual_seed(1)
     batch, seq = 2, 128
-    positions = torch.arange(seq).expand(batch, seq).to(device)
     start = time.time()
+    worst = 0.0
     for step in range(steps):
         tokens = torch.randint(0, 2048, (batch, seq + 1), generator=g)
-        x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
-        logits = model(x, attention_masks=model.get_attention_masks(positions))
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        print(f"step {step} loss {loss.item():.6f} ({time.time() - start:.1f} s)", flush=True)
-    if device != "cpu":
-        print("CPU-fallback ops:", torch_tpu.debug.metrics()["cpu_fallback_counts"])
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        losses = []
+        for m, o, dev, masks in ((model, opt, "tpu", None), (ref, ref_opt, "cpu", cpu_masks(x))):
+            xd = x.to(dev)
+            if masks is None:
+                masks = m.get_attention_masks(input_batch=xd, tokenizer=tokenizer)
+            logits = m(xd, attention_masks=masks)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
+                                                     y.to(dev).flatten())
+            loss.backward()
+            o.step()
+            o.zero_grad()
+            losses.append(loss.item())
+        worst = max(worst, abs(losses[0] - losses[1]) / abs(losses[1]))
+        print(f"step {step} loss tpu {losses[0]:.6f} cpu {losses[1]:.6f} "
+              f"({time.time() - start:.1f} s)", flush=True)
+    print(f"largest relative loss difference: {worst:.2e}")
+    print("CPU-fallback ops:", torch_tpu.debug.metrics()["cpu_fallback_counts"])
 
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore")
-    main(sys.argv[1] if len(sys.argv) > 1 else "tpu", int(sys.argv[2]) if len(sys.argv) > 2 else 10)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
