@@ -1,8 +1,8 @@
 """What TorchTitan's debug configs read from its source tree, made here (its wheel ships
 neither, and nothing can be downloaded): a Hugging Face tokenizer directory for
-`--hf_assets_path` (a byte-level BPE trained on the minGPT example's corpus) and a text
-dataset directory in the layout of TorchTitan's `c4_test` (JSON lines with a "text" field)
-for `--dataloader.dataset_path`.
+`--model.hf_assets_path` (a byte-level BPE trained on the minGPT example's corpus) and a
+text dataset directory in the layout of TorchTitan's `c4_test` (JSON lines with a "text"
+field) for `--training.dataset c4_test --training.dataset_path` (docs/torchtitan.md).
 
     python examples/torchtitan/make_assets.py /tmp/titan_assets
 """
