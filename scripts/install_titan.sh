@@ -22,6 +22,8 @@ a = sys.argv[1:]
 assert all(m.version(n) == v for n, v in zip(a[::2], a[1::2]))
 PY
 then
+  # pip also reports that torchrec lacks fbgemm-gpu: .venv installs torchrec --no-deps on
+  # purpose (it uses fbgemm-gpu-cpu); nothing to do with TorchTitan.
   "$py" -m pip install -q --disable-pip-version-check -r requirements/titan.txt
   "$py" -c "import torchtitan.train, torch_tpu" || { echo "TorchTitan env broken" >&2; exit 1; }
 fi
