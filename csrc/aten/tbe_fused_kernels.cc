@@ -82,7 +82,7 @@ void apply_update(const Update& u, const at::Tensor& grad) {
     at::Tensor g = grad.narrow(0, off, rows * D).view({rows, D});
     at::Tensor w = u.weights.narrow(0, off, rows * D).view({rows, D});
     at::Tensor m = u.momentum.narrow(0, mo[f].item<int64_t>(), rows);
-    m.add_(g.square().mean(1));
+    m.add_(g.square().mean(1));  // fbgemm: sum of squares / D, per row
     w.sub_(g * (u.lr / (m.sqrt() + u.eps)).unsqueeze(1));
   }
 }
@@ -218,11 +218,22 @@ void bounds_check_indices_kernel(const c10::OperatorHandle& op, torch::jit::Stac
   torch::jit::drop(*stack, op.schema().arguments().size());
 }
 
+// get_infos_metadata(Tensor unused, int B, int T) -> (int, int): bit widths for the
+// variable-batch encoding, from B and T alone; TBE modules call it once when they are
+// built, with a tensor of theirs only to pick the kernel. Host arithmetic: the CPU
+// kernel with an empty CPU tensor (no data moves).
+void get_infos_metadata_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  (*stack)[stack->size() - 3] = at::empty({0}, at::kLong);
+  op.callBoxed(stack);
+}
+
 }  // namespace
 
 void register_tbe_fused_kernels() {
   static auto* lib = new torch::Library(torch::Library::IMPL, "fbgemm",
                                         c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  lib->impl("get_infos_metadata",
+            torch::CppFunction::makeFromBoxedFunction<&get_infos_metadata_kernel>());
   lib->impl("bounds_check_indices",
             torch::CppFunction::makeFromBoxedFunction<&bounds_check_indices_kernel>());
   static auto* ad = new torch::Library(torch::Library::IMPL, "fbgemm",
