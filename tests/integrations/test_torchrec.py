@@ -130,6 +130,35 @@ def test_bad_lengths_and_ids_raise():
                                       [4]).cpu()
 
 
+@pytest.mark.slow
+def test_block_bucketize_matches_cpu():
+    """Row-wise sharding's split of each bag by the rank owning each id's row block,
+    including ids past block_size * my_size, weights, the sequence permutation, and
+    keep_orig_idx."""
+    f = fbgemm.block_bucketize_sparse_features
+    g = torch.Generator().manual_seed(0)
+    torch_tpu.debug.reset_metrics()
+    for t, b, m, seq, weighted, keep in [(3, 4, 2, False, False, False), (4, 2, 3, True, True, False),
+                                         (2, 3, 2, False, True, True), (1, 1, 1, False, False, False)]:
+        lengths = torch.randint(0, 4, (t * b,), generator=g)
+        sizes = torch.randint(1, 6, (t,), generator=g)
+        ids = torch.randint(0, 20, (int(lengths.sum()),), generator=g)
+        w = torch.rand(ids.numel(), generator=g) if weighted else None
+        ref = f(lengths, ids, False, seq, sizes, m, w, keep_orig_idx=keep)
+        got = f(lengths.to(TPU), ids.to(TPU), False, seq, sizes.to(TPU), m,
+                None if w is None else w.to(TPU), keep_orig_idx=keep)
+        for a, r in zip(got, ref):
+            assert (a is None) == (r is None)
+            if r is not None:
+                assert_close_cpu(a, r)
+    assert fallbacks() == {}
+    lengths, sizes = torch.tensor([1, 2]), torch.tensor([4])
+    with pytest.raises(RuntimeError, match="lengths add up to 3, but there are 2 indices"):
+        f(lengths.to(TPU), torch.tensor([1, 2]).to(TPU), False, False, sizes.to(TPU), 2)[0].cpu()
+    with pytest.raises(IndexError, match="index -1 is negative"):
+        f(lengths.to(TPU), torch.tensor([1, -1, 2]).to(TPU), False, False, sizes.to(TPU), 2)[0].cpu()
+
+
 def tbe_module():
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
         DenseTableBatchedEmbeddingBagsCodegen, PoolingMode)
