@@ -1,8 +1,9 @@
 """TorchRec on tpu (see docs/torchrec.md): the fbgemm jagged ops TorchRec's
 KeyedJaggedTensor / EmbeddingBagCollection path calls and fbgemm's dense table-batched
 embedding lookup run as lowered tpu kernels (no CPU fallback) and match the CPU;
-bad lengths/offsets/ids raise; DistributedModelParallel (data_parallel tables) over 2
-ranks matches 1 rank;
+bad lengths/offsets/ids raise; fbgemm's fused TBE (lookup + optimizer in the backward)
+and row-wise bucketizing run on tpu; DistributedModelParallel over 2 ranks matches 1
+rank with data_parallel, table_wise and row_wise tables (and the CPU/Gloo run);
 the DLRM example's --torchrec variant agrees with the CPU. The EBC smoke test runs by
 default; the rest is marked slow (`pytest --slow`)."""
 import copy
