@@ -29,8 +29,9 @@
 namespace tpu::aten {
 namespace {
 
-// aux_bool's entries (fbgemm's lookup invoker template, fbgemm 1.8).
-enum { kAuxGradientClipping = 4, kAuxStochasticRounding = 5 };
+// aux_bool's gradient_clipping entry (fbgemm 1.8's lookup invoker template). Its
+// stochastic_rounding entry only matters for half-precision tables, refused below.
+enum { kAuxGradientClipping = 4 };
 
 c10::IValue& arg(const c10::FunctionSchema& schema, torch::jit::Stack& args,
                  const char* name) {
@@ -98,7 +99,9 @@ class TbeFusedLookup : public torch::autograd::Function<TbeFusedLookup> {
     at::AutoDispatchBelowADInplaceOrView below;
     torch::jit::Stack s = dense_args;
     dense.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &s);
-    ctx->saved_data["args"] = c10::ivalue::Tuple::create(std::move(dense_args));
+    c10::impl::GenericList saved(c10::AnyType::get());
+    for (auto& v : dense_args) saved.push_back(std::move(v));
+    ctx->saved_data["args"] = saved;
     ctx->saved_data["kind"] = static_cast<int64_t>(update.kind);
     ctx->saved_data["w"] = update.weights;
     ctx->saved_data["wo"] = update.weights_offsets;
@@ -116,7 +119,7 @@ class TbeFusedLookup : public torch::autograd::Function<TbeFusedLookup> {
     // The dense op's argument positions (its schema).
     enum { kW = 0, kWo = 1, kDo = 2, kMaxD = 4, kHs = 5, kIdx = 7, kOff = 8, kPool = 9,
            kPw = 10 };
-    const auto& a = ctx->saved_data["args"].toTupleRef().elements();
+    const std::vector<c10::IValue> a = ctx->saved_data["args"].toList().vec();
     static auto bwd = c10::Dispatcher::singleton()
                           .findSchemaOrThrow("tpu::tbe_dense_backward", "")
                           .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
