@@ -8,6 +8,8 @@
 // hundred bytes to the host and back costs microseconds.
 //
 // A call qualifies when its program key missed the cache and
+//  - it is an ATen op (other libraries' CPU kernels, fbgemm's, need not check their
+//    input as the lowering does: a bad id would pass silently);
 //  - every tensor it reads or writes is integer or bool (the CPU kernel gives
 //    the bits our lowering gives: no rounding differences), no argument is a
 //    floating or complex scalar, it draws no random numbers and makes no new

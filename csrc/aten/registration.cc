@@ -21,6 +21,7 @@ void register_unique_kernels(torch::Library& m);             // unique_kernels.c
 void register_repeat_interleave_kernels(torch::Library& m);  // repeat_interleave_kernels.cc
 void register_complex_view_kernels(torch::Library& m);       // complex_view_kernels.cc
 void register_fbgemm_kernels();                              // fbgemm_kernels.cc
+void register_tbe_fused_kernels();                           // tbe_fused_kernels.cc
 
 namespace {
 
@@ -116,6 +117,7 @@ void register_all_kernels() {
   register_complex_view_kernels(*lib);
   register_sparse_kernels(*lib);
   register_fbgemm_kernels();
+  register_tbe_fused_kernels();
   // Every namespace with a lowering whose ops exist now (aten, tpu; a library
   // loaded later registers its own through register_lowered_ops).
   std::set<std::string> namespaces;

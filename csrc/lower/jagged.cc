@@ -15,6 +15,7 @@
 //
 // fbgemm's library is loaded after torch_tpu; the kernels for these names are
 // registered before their schemas exist (csrc/aten/registration.cc).
+#include "lower/rows.h"
 #include "lower/segments.h"
 
 namespace tpu::lower {
@@ -288,6 +289,94 @@ std::vector<Value> segment_sum_csr(Ctx& c) {
 
 }  // namespace
 
+// block_bucketize_sparse_features(Tensor lengths, Tensor indices, bool bucketize_pos,
+//     bool sequence, Tensor block_sizes, SymInt my_size, Tensor? weights=None, ...)
+//     -> (new_lengths, new_indices, new_weights?, new_pos?, unbucketize_permute?)
+// TorchRec's row-wise sharding: splits each bag (feature t, sample b; lengths [T*B])
+// by the rank that owns each id's row block. An id below block_sizes[t] * my_size
+// goes to bucket id / block_size as id % block_size; a larger one to bucket
+// id % my_size as id / my_size (fbgemm's rule). The result is ordered by (bucket, t, b),
+// ids keeping their order within a bag. Every output has the input's size, so the
+// lowering computes each id's destination (its (bucket, t, b) segment's start plus
+// the ids before it in the same bag and bucket) and scatters.
+std::vector<Value> block_bucketize(Ctx& c) {
+  hlo::Builder& b = c.b;
+  const std::string op = "fbgemm::block_bucketize_sparse_features";
+  Value lengths = c.tensor(0), indices = c.tensor(1), sizes = c.tensor(4);
+  const bool sequence = c.bool_arg(3);
+  const int64_t m = c.int_arg(5);
+  std::optional<Value> weights = c.opt_tensor(6);
+  TORCH_CHECK(!c.bool_arg(2), op, " on tpu: bucketize_pos is not supported");
+  for (size_t i : {7, 9, 11, 12})
+    TORCH_CHECK(i >= c.num_args() || c.is_none(i), op, " on tpu: argument ",
+                c.schema().arguments()[i].name(), " is not supported (variable batch sizes, "
+                "explicit bucket positions or block counts)");
+  const bool keep = c.num_args() > 10 && c.bool_arg(10);
+  TORCH_CHECK(lengths.rank() == 1 && indices.rank() == 1 && sizes.rank() == 1 &&
+                  is_integer(lengths.elem()) && is_integer(indices.elem()) && is_integer(sizes.elem()),
+              op, ": lengths, indices and block_sizes must be 1-D integer tensors");
+  TORCH_CHECK(m >= 1, op, ": my_size must be positive, got ", m);
+  const int64_t k = lengths.dims()[0], t = sizes.dims()[0], n = indices.dims()[0];
+  TORCH_CHECK(t > 0 ? k % t == 0 : k == 0, op, ": lengths has ", k, " bags, not a multiple of ",
+              "the ", t, " features in block_sizes");
+  const int64_t bsz = t > 0 ? k / t : 0;
+  Value len = b.convert(lengths, S64);
+  check_offsets_nondecreasing(c, len, op);
+  Value ends = prefix_sum(b, len);
+  Value total = k == 0 ? b.constant_i(0, S64) : b.reshape(b.slice(ends, {k - 1}, {k}, {1}), {});
+  c.check(b.compare(total, b.constant_i(n, S64), Cmp::NE), total,
+          CheckSpec{CheckSpec::kRuntimeError,
+                    op + ": the lengths add up to {}, but there are " + std::to_string(n) +
+                        " indices"});
+  Value new_lengths_shape = zero_of(b, {lengths.elem(), {m * k}});
+  if (n == 0 || k == 0) {
+    Value nl = new_lengths_shape, ni = zero_of(b, {indices.elem(), {n}});
+    Value nw = weights ? zero_of(b, weights->type) : nl;
+    return {nl, ni, nw, nl, sequence ? ni : nl};
+  }
+  Value idx = b.convert(indices, S64);
+  c.check(b.compare(idx, b.splat_i(0, idx.type), Cmp::LT), idx,
+          CheckSpec{CheckSpec::kIndexError, op + ": index {} is negative"});
+  Value bag = clamp_index(b, seg_of(b, ends, n), k);
+  Value feat = b.div(bag, b.splat_i(bsz, {S64, {n}}));
+  Value blk = rows_at(b, b.convert(sizes, S64), feat);
+  Value one = b.splat_i(1, {S64, {n}}), my = b.splat_i(m, {S64, {n}});
+  Value blk1 = b.max(blk, one);
+  Value small = b.compare(idx, b.mul(blk, my), Cmp::LT);
+  Value bucket = b.select(small, b.div(idx, blk1), b.binary("remainder", idx, my));
+  Value local = keep ? idx : b.select(small, b.binary("remainder", idx, blk1), b.div(idx, my));
+  Value key = b.add(b.mul(bucket, b.splat_i(k, {S64, {n}})), bag);  // (bucket, t, b)
+  // Ids per (bucket, bag) segment, and where each segment starts in the result.
+  Value counts = b.reshape(rows::scatter_add(b, b.splat_i(0, {S64, {m * k, 1}}), key,
+                                             b.splat_i(1, {S64, {n, 1}})), {m * k});
+  Value seg_start = b.sub(prefix_sum(b, counts), counts);
+  // Ids before each one in its bag and bucket: per bucket, a running count over all
+  // ids (exclusive) at the id minus the same at its bag's start.
+  Value onehot = b.convert(b.compare(b.broadcast_in_dim(bucket, {m, n}, {1}),
+                                     b.iota({S64, {m, n}}, 0), Cmp::EQ), S64);
+  Value before = b.pad(prefix_sum(b, onehot), b.constant_i(0, S64), {0, 1}, {0, 0}, {0, 0});
+  before = b.reshape(before, {m * (n + 1)});  // [bucket, position 0..n]
+  Value row = b.mul(bucket, b.splat_i(n + 1, {S64, {n}}));
+  Value bag_start = rows_at(b, b.sub(ends, len), bag);
+  Value rank = b.sub(rows_at(b, before, b.add(row, b.iota({S64, {n}}, 0))),
+                     rows_at(b, before, b.add(row, bag_start)));
+  Value dest = b.add(rows_at(b, seg_start, key), rank);
+  auto place = [&](Value v) {  // v [n] scattered to dest (a permutation)
+    Value out = rows::scatter_add(b, zero_of(b, {v.elem(), {n, 1}}), dest, b.reshape(v, {n, 1}));
+    return b.reshape(out, {n});
+  };
+  Value new_lengths = b.convert(counts, lengths.elem());
+  Value new_indices = place(b.convert(local, indices.elem()));
+  Value new_weights = new_lengths;  // not computed when weights is None (meta gives None)
+  if (weights) {
+    TORCH_CHECK(weights->rank() == 1 && weights->dims()[0] == n, op,
+                ": weights must have one value per index (", n, ")");
+    new_weights = place(*weights);
+  }
+  Value permute = sequence ? b.convert(dest, indices.elem()) : new_lengths;
+  return {new_lengths, new_indices, new_weights, new_lengths, permute};
+}
+
 void register_jagged() {
   add("fbgemm::asynchronous_complete_cumsum", cumsum_kind(0));
   add("fbgemm::asynchronous_exclusive_cumsum", cumsum_kind(1));
@@ -300,6 +389,7 @@ void register_jagged() {
   add("fbgemm::dense_to_jagged_forward",
       [](Ctx& c) { return padded_to_jagged(c, "fbgemm::dense_to_jagged_forward"); });
   add("fbgemm::segment_sum_csr", segment_sum_csr);
+  add("fbgemm::block_bucketize_sparse_features", block_bucketize);
 }
 
 }  // namespace tpu::lower

@@ -11,6 +11,8 @@ the signal the model found. Tables of mixed sizes, the largest a million rows.
     python examples/dlrm/train.py --check                # a few steps on tpu and CPU agree
     python examples/dlrm/train.py --tables 1000,100,10   # smaller tables
     python examples/dlrm/train.py --torchrec --check     # TorchRec's EBC + KJT (torchrec_model.py)
+    torchrun --nproc_per_node 2 examples/dlrm/train.py --torchrec --sharding table_wise
+                                                         # tables sharded by DMP (sharded.py)
 
 Adagrad updates every parameter (the optimizer DLRM is usually trained with; it
 takes dense and sparse gradients). `--sparse` makes the tables' gradients sparse
@@ -34,6 +36,14 @@ from examples.dlrm.model import DLRM  # noqa: E402
 
 def build(args, device):
     torch.manual_seed(args.seed)  # the same initial weights on every device
+    if args.sharding:
+        from examples.dlrm.sharded import shard
+        from examples.dlrm.torchrec_model import TorchRecDLRM
+        device = torch.device(device)
+        if device.type == "tpu":
+            device = torch.device("tpu", torch.tpu.current_device())
+        return shard(TorchRecDLRM(args.tables, dense_in=DENSE, dim=args.dim), args.sharding,
+                     device, args.lr or 0.05)
     if args.torchrec:
         from examples.dlrm.torchrec_model import TorchRecDLRM
         model = TorchRecDLRM(args.tables, dense_in=DENSE, dim=args.dim).to(device)
@@ -45,7 +55,11 @@ def build(args, device):
 
 def train(args, data, device, mode, steps, quiet=False):
     g = torch.Generator().manual_seed(args.seed)  # the same logs on every device
-    return harness.train_loop(lambda dev: build(args, dev), lambda: data.batch(args.batch, g),
+    next_batch = lambda: data.batch(args.batch, g)  # noqa: E731
+    if args.sharding:  # every rank draws the global batch and takes its slice
+        from examples.dlrm.sharded import local_batch
+        next_batch = lambda: local_batch(data.batch(args.batch, g))  # noqa: E731
+    return harness.train_loop(lambda dev: build(args, dev), next_batch,
                               device, mode, steps, f"train {device} {mode}", quiet, args.amp)
 
 
@@ -83,7 +97,17 @@ def main():
     p.add_argument("--torchrec", action="store_true",
                    help="TorchRec's EmbeddingBagCollection + KeyedJaggedTensor for the tables "
                         "(strict_eager / defer_and_fuse)")
+    p.add_argument("--sharding", choices=["table_wise", "row_wise"],
+                   help="with --torchrec, under torchrun: DistributedModelParallel shards the "
+                        "tables (fused row-wise Adagrad), the MLPs replicated (sharded.py)")
     args = p.parse_args()
+    if args.sharding and not args.torchrec:
+        p.error("--sharding needs --torchrec")
+    if args.sharding and "WORLD_SIZE" not in os.environ:
+        p.error("--sharding runs under torchrun (torchrun --nproc_per_node N examples/dlrm/train.py ...)")
+    if args.sharding and int(os.environ.get("RANK", "0")) != 0:
+        args.quiet = True  # rank 0 reports; the others train and evaluate alongside
+        sys.stdout = open(os.devnull, "w")
     if args.torchrec and (args.sparse or args.mode in ("compile", "inductor")):
         p.error("--torchrec runs in strict_eager or defer_and_fuse, with dense gradients")
     args.tables = tuple(int(n) for n in args.tables.split(","))

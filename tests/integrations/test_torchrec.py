@@ -1,8 +1,9 @@
 """TorchRec on tpu (see docs/torchrec.md): the fbgemm jagged ops TorchRec's
 KeyedJaggedTensor / EmbeddingBagCollection path calls and fbgemm's dense table-batched
 embedding lookup run as lowered tpu kernels (no CPU fallback) and match the CPU;
-bad lengths/offsets/ids raise; DistributedModelParallel (data_parallel tables) over 2
-ranks matches 1 rank;
+bad lengths/offsets/ids raise; fbgemm's fused TBE (lookup + optimizer in the backward)
+and row-wise bucketizing run on tpu; DistributedModelParallel over 2 ranks matches 1
+rank with data_parallel, table_wise and row_wise tables (and the CPU/Gloo run);
 the DLRM example's --torchrec variant agrees with the CPU. The EBC smoke test runs by
 default; the rest is marked slow (`pytest --slow`)."""
 import copy
@@ -130,6 +131,35 @@ def test_bad_lengths_and_ids_raise():
                                       [4]).cpu()
 
 
+@pytest.mark.slow
+def test_block_bucketize_matches_cpu():
+    """Row-wise sharding's split of each bag by the rank owning each id's row block,
+    including ids past block_size * my_size, weights, the sequence permutation, and
+    keep_orig_idx."""
+    f = fbgemm.block_bucketize_sparse_features
+    g = torch.Generator().manual_seed(0)
+    torch_tpu.debug.reset_metrics()
+    for t, b, m, seq, weighted, keep in [(3, 4, 2, False, False, False), (4, 2, 3, True, True, False),
+                                         (2, 3, 2, False, True, True), (1, 1, 1, False, False, False)]:
+        lengths = torch.randint(0, 4, (t * b,), generator=g)
+        sizes = torch.randint(1, 6, (t,), generator=g)
+        ids = torch.randint(0, 20, (int(lengths.sum()),), generator=g)
+        w = torch.rand(ids.numel(), generator=g) if weighted else None
+        ref = f(lengths, ids, False, seq, sizes, m, w, keep_orig_idx=keep)
+        got = f(lengths.to(TPU), ids.to(TPU), False, seq, sizes.to(TPU), m,
+                None if w is None else w.to(TPU), keep_orig_idx=keep)
+        for a, r in zip(got, ref):
+            assert (a is None) == (r is None)
+            if r is not None:
+                assert_close_cpu(a, r)
+    assert fallbacks() == {}
+    lengths, sizes = torch.tensor([1, 2]), torch.tensor([4])
+    with pytest.raises(RuntimeError, match="lengths add up to 3, but there are 2 indices"):
+        f(lengths.to(TPU), torch.tensor([1, 2]).to(TPU), False, False, sizes.to(TPU), 2)[0].cpu()
+    with pytest.raises(IndexError, match="index -1 is negative"):
+        f(lengths.to(TPU), torch.tensor([1, -1, 2]).to(TPU), False, False, sizes.to(TPU), 2)[0].cpu()
+
+
 def tbe_module():
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
         DenseTableBatchedEmbeddingBagsCodegen, PoolingMode)
@@ -186,12 +216,77 @@ def test_dense_tbe_lookup_matches_cpu():
         mt(bad.to(TPU), offsets.to(TPU)).cpu()
 
 
-def run_dmp(world, sharding, timeout=600):
+def fused_tbe_module(device, optimizer, features=(0, 1, 2, 1)):
+    """fbgemm's fused TBE (TorchRec's `fused` kernel) in the layout TorchRec builds for
+    a device other than CUDA/MTIA: host layout (EmbeddingLocation.HOST, ComputeDevice.CPU)
+    on `device`; tables from the dense TBE module above."""
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
+        ComputeDevice, EmbeddingLocation, PoolingMode)
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        SplitTableBatchedEmbeddingBagsCodegen)
+    m = SplitTableBatchedEmbeddingBagsCodegen(
+        [(r, d, EmbeddingLocation.HOST, ComputeDevice.CPU) for r, d in [(10, 4), (7, 8), (5, 4)]],
+        feature_table_map=list(features), optimizer=optimizer, learning_rate=0.1, eps=1e-8,
+        pooling_mode=PoolingMode.SUM, device=torch.device(device))
+    with torch.no_grad():
+        for dst, src in zip(m.split_embedding_weights(), tbe_module().split_embedding_weights()):
+            dst.copy_(src)
+    return m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["EXACT_SGD", "EXACT_ROWWISE_ADAGRAD"])
+def test_fused_tbe_lookup_and_update_match_cpu(optimizer):
+    """The fused lookup (forward, then the optimizer applied in the backward) on tpu
+    against fbgemm's CPU kernels, over three steps, with per-sample weights once.
+    Two features share a table, except for row-wise Adagrad, whose fbgemm 1.8 CPU
+    kernel refuses shared tables ("num of rows processed by adagrad")."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    opt = getattr(EmbOptimType, optimizer)
+    features = (0, 1, 2) if optimizer == "EXACT_ROWWISE_ADAGRAD" else (0, 1, 2, 1)
+    torch_tpu.debug.reset_metrics()  # building the module included
+    m, mt = fused_tbe_module("cpu", opt, features), fused_tbe_module(TPU, opt, features)
+    ids, offsets = tbe_batch()
+    if len(features) == 3:  # drop the fourth feature's bags
+        offsets = offsets[:10]
+        ids = ids[:int(offsets[-1])]
+    for step, w in enumerate([None, torch.rand(ids.numel()), None]):
+        out = m(ids, offsets, w)
+        ot = mt(ids.to(TPU), offsets.to(TPU), None if w is None else w.to(TPU))
+        assert_close_cpu(ot, out)
+        (out * out).sum().backward()
+        (ot * ot).sum().backward()
+    assert fallbacks() == {}
+    for a, b in zip(mt.split_embedding_weights(), m.split_embedding_weights()):
+        assert_close_cpu(a, b)
+    if optimizer == "EXACT_ROWWISE_ADAGRAD":
+        for a, b in zip(mt.split_optimizer_states(), m.split_optimizer_states()):
+            assert_close_cpu(a[0], b[0])
+
+
+@pytest.mark.slow
+def test_fused_tbe_bad_input_raises():
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    mt = fused_tbe_module(TPU, EmbOptimType.EXACT_SGD)
+    ids, offsets = tbe_batch()
+    bad = ids.clone()
+    bad[-1] = 7  # the last feature's table has 7 rows
+    with pytest.raises(IndexError, match="embedding row 7 is out of range"):
+        mt(bad.to(TPU), offsets.to(TPU)).cpu()
+    past = offsets.clone()
+    past[-1] = ids.numel() + 2  # lengths that add up to more ids than there are
+    with pytest.raises(IndexError, match="outside the"):
+        mt(ids.to(TPU), past.to(TPU)).cpu()
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        mt(ids.to(TPU), offsets.flip(0).to(TPU)).cpu()
+
+
+def run_dmp(world, sharding, *flags, timeout=600):
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
            "--master_port=0", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:0",
-           os.path.join(HERE, "torchrec_dmp_run.py"), sharding]
+           os.path.join(HERE, "torchrec_dmp_run.py"), sharding, *flags]
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -222,6 +317,60 @@ def test_dlrm_example_torchrec_check(mode):
                         "--torchrec", "--check", "--quiet", "--mode", mode,
                         "--tables", "1000,100,10", "--batch", "64"],
                        capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0 and "check: OK" in p.stdout, (p.stdout + p.stderr)[-6000:]
+    assert "CPU-fallback ops 0" in p.stdout, p.stdout[-3000:]
+
+
+def assert_same_training(got, ref):
+    torch.testing.assert_close(torch.tensor(got["losses"]), torch.tensor(ref["losses"]),
+                               rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(torch.tensor(got["pooled"]), torch.tensor(ref["pooled"]),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_dmp_table_wise_two_ranks_match_one_rank_and_cpu():
+    """Tables sharded table-wise over 2 ranks on tpu (fbgemm's fused TBE with EXACT_SGD,
+    the ids and pooled embeddings exchanged by all-to-alls on the tpu process group):
+    the same training as 1 rank, and as 1 rank on the CPU with fbgemm's own kernels."""
+    two, one = run_dmp(2, "table_wise"), run_dmp(1, "table_wise")
+    cpu = run_dmp(1, "table_wise", "--cpu")
+    assert two["devices"] == ["tpu:0", "tpu:0"] and one["devices"] == ["tpu:0"]
+    assert "rank:1/tpu:0" in two["plan"] and "fused" in two["plan"]
+    assert two["fallbacks"] == [{}, {}] and one["fallbacks"] == [{}], (one, two)
+    assert_same_training(two, one)
+    assert_same_training(one, cpu)
+
+
+@pytest.mark.slow
+def test_dmp_table_wise_rowwise_adagrad_matches_cpu():
+    two = run_dmp(2, "table_wise", "--optim", "rowwise_adagrad")
+    cpu = run_dmp(1, "table_wise", "--optim", "rowwise_adagrad", "--cpu")
+    assert two["fallbacks"] == [{}, {}], two
+    assert_same_training(two, cpu)
+
+
+@pytest.mark.slow
+def test_dmp_row_wise_two_ranks_match_one_rank():
+    """Each table's rows split over 2 ranks: ids bucketized by row block, all-to-all,
+    lookup, reduce-scatter of the pooled sums."""
+    two, one = run_dmp(2, "row_wise"), run_dmp(1, "row_wise")
+    assert "row_wise" in two["plan"] and "rank:1/tpu:0" in two["plan"]
+    assert two["fallbacks"] == [{}, {}] and one["fallbacks"] == [{}], (one, two)
+    assert_same_training(two, one)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sharding", ["table_wise", "row_wise"])
+def test_dlrm_example_sharded_check(sharding):
+    """The DLRM example's TorchRec model under DMP over 2 ranks: 3 steps on tpu agree
+    with the same 2 ranks on the CPU (Gloo, fbgemm's kernels), no CPU-fallback op."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+           "--master_port=0", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:0",
+           os.path.join(ROOT, "examples", "dlrm", "train.py"), "--torchrec", "--sharding",
+           sharding, "--check", "--quiet", "--tables", "1000,100,10", "--batch", "64"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert p.returncode == 0 and "check: OK" in p.stdout, (p.stdout + p.stderr)[-6000:]
     assert "CPU-fallback ops 0" in p.stdout, p.stdout[-3000:]
