@@ -21,7 +21,7 @@ import sympy
 import torch
 
 from . import buckets as _buckets
-from . import masked_trace
+from . import cpu_prologue, masked_trace
 
 _lock = threading.Lock()
 _stats = dict(bucketed_graphs=0, per_size_graphs=0, bucket_programs=0, padded_calls=0,
@@ -87,6 +87,14 @@ class BucketedGraph:
     """Called like CompiledGraph (a boxed list of inputs)."""
 
     def __init__(self, gm, kind, policy, per_size):
+        # CPU scalar work (a constant computed from a CPU 0-dim tensor, as GPT-2's
+        # GELU has) is split off first and runs eagerly every call at the real
+        # sizes; the device part, whose inputs are then all device tensors and
+        # sizes, is what runs padded (and, when it cannot, per size).
+        self._split = cpu_prologue.split(gm)
+        if self._split is not None:
+            gm = self._split.device_gm
+            per_size = lambda rec: _per_size_graph(gm, kind, rec)  # noqa: E731
         self.gm = gm
         self.kind = kind
         self.policy = policy
@@ -155,6 +163,8 @@ class BucketedGraph:
 
     # -- calls ---------------------------------------------------------------------
     def __call__(self, args):
+        if self._split is not None:
+            args[:] = self._split.device_args(args)  # the CPU part runs here
         while self.why_per_size is None:
             real = self._real_sizes(args)
             key = tuple(real[s] if s in self._exact else
@@ -250,7 +260,7 @@ class BucketedGraph:
         self._record = graph.record
         if graph._split is not None:
             # its CPU prologue maps the graph's own inputs, not the padded ones
-            return self._give_up(key, "a graph with CPU scalar work (cpu_prologue)")
+            return self._give_up(key, "a graph with CPU scalar work that could not be split off")
         graph._fn = padded_graph
         entry = (graph, checks)
         self._programs[key] = entry
@@ -326,6 +336,11 @@ class BucketedGraph:
             else:
                 outs.append(None)
         return outs
+
+
+def _per_size_graph(gm, kind, record):
+    from .graph_runner import CompiledGraph
+    return CompiledGraph(gm, kind, record)
 
 
 def _pad(t, target):

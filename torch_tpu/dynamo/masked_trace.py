@@ -87,6 +87,13 @@ def _check_value_args(n, exact):
                               pin=a.meta["val"].node.expr.free_symbols)
 
 
+def _fold(f, parts):
+    out = parts[0]
+    for p in parts[1:]:
+        out = f(out, p)
+    return out
+
+
 def _is_symbolic(d):
     return isinstance(d, torch.SymInt) and not _expr(d).is_number
 
@@ -191,10 +198,12 @@ class MaskedInterpreter(torch.fx.Interpreter):
 
     # -- sizes -------------------------------------------------------------------
     def _prefix(self, sym, dim, rank, size, device):
+        """The mask of a dim of padded size `size` whose real extent is `sym` (a
+        symbol or an expression of them, e.g. s0 + 1 after a cat)."""
         key = (sym, size)
         m = self._prefixes.get(key)
-        if m is None:  # one iota and compare per symbol, reshaped where used
-            m = torch.arange(size, device=device) < self.real_sizes[sym]
+        if m is None:  # one iota and compare per extent, reshaped where used
+            m = torch.arange(size, device=device) < self.real_extent(sym)
             self._prefixes[key] = m
         shape = [1] * rank
         shape[dim] = size
@@ -203,6 +212,35 @@ class MaskedInterpreter(torch.fx.Interpreter):
         if v is None:
             v = self._prefixes[key] = m.view(shape)
         return v
+
+    def real_extent(self, e):
+        """The real value of a size expression: a 0-dim int64 tensor computed from
+        the real sizes (program inputs), or an int. Sums, products, min and max of
+        symbols; anything else is Unsupported."""
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return int(e)
+        if isinstance(e, sympy.Symbol):
+            if e not in self.real_sizes:
+                raise Unsupported(f"a size {e} that no input gives")
+            return self.real_sizes[e]
+        parts = [self.real_extent(a) for a in e.args]
+        if isinstance(e, sympy.Add):
+            return _fold(operator.add, parts)
+        if isinstance(e, sympy.Mul):
+            return _fold(operator.mul, parts)
+        if isinstance(e, sympy.Min):
+            return _fold(lambda a, b: torch.minimum(torch.as_tensor(a), torch.as_tensor(b)), parts)
+        if isinstance(e, sympy.Max):
+            return _fold(lambda a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)), parts)
+        raise Unsupported(f"a size {e} whose real value is not a sum or product of sizes")
+
+    def _extent_known(self, e):
+        try:
+            self.real_extent(e)
+            return True
+        except Unsupported:
+            return False
 
     def _shape_mask(self, meta, value, mask):
         """ANDs the prefix mask of every dim whose size is exactly one symbol; checks
@@ -217,7 +255,7 @@ class MaskedInterpreter(torch.fx.Interpreter):
             e = _expr(size)
             if mask is not None and mask.dim() == value.dim() and mask.shape[d] != 1:
                 continue  # propagated: it already says which positions are real
-            if isinstance(e, sympy.Symbol) and e in self.real_sizes:
+            if (isinstance(e, sympy.Symbol) and e in self.real_sizes) or self._extent_known(e):
                 # a padded size made from real data only (arange(n), a slice of a
                 # buffer): the positions past the real size are padding all the same
                 mask = _and(mask if mask is None else _full_rank(mask, value.dim()),
@@ -276,8 +314,9 @@ class MaskedInterpreter(torch.fx.Interpreter):
         if t in _SIZE_QUERIES:
             return t(*args, **kwargs), None  # the bucket's sizes, as the graph's arithmetic expects
         _check_value_args(n, self.exact)
-        if not any(m is not None for m in in_masks) and not any(
-                isinstance(self._mask_of(a), torch.Tensor) for a in kwargs.values()):
+        listed = [self._mask_of(x) for a in n.args if isinstance(a, (list, tuple)) for x in a]
+        if not any(m is not None for m in in_masks + listed) and not any(
+                isinstance(self._mask_of(a), torch.Tensor) for a in n.kwargs.values()):
             return t(*args, **kwargs), None  # nothing padded flows in
         rule = _RULES.get(t)
         if rule is not None:
@@ -398,23 +437,96 @@ def _select_rule(it, n, args, kwargs, ms):
     return out, m.any(dim)  # the selected position is real
 
 
+def _grows_with_sizes(e):
+    """True when expression e (a slice bound) is at least as large at the bucket's
+    sizes as at the real ones: a polynomial whose symbol terms are all positive."""
+    e = sympy.sympify(e)
+    if e.is_number:
+        return True
+    try:
+        poly = sympy.Poly(e, *sorted(e.free_symbols, key=str))
+    except sympy.PolynomialError:
+        return False
+    return all(c > 0 for monom, c in poly.terms() if any(monom))
+
+
 def _slice_rule(it, n, args, kwargs, ms):
+    """x[..., start:end] along a padded dim (whose real positions are a prefix):
+    the same positions of the padded value hold the same values when start counts
+    from the beginning (a static start >= 0); the result's real extent is its
+    traced size (s - 1 for x[:, :-1], s for x[:, 0:s] of a cat of size s + 1)."""
     x, m = args[0], ms[0]
     dim = (args[1] if len(args) > 1 else 0) % x.dim()
     out = n.target(*args, **kwargs)
     if m is None or m.shape[dim] == 1:
         return out, m
-    start = args[2] if len(args) > 2 else None
-    end = args[3] if len(args) > 3 else None
-    step = args[4] if len(args) > 4 else 1
+    node_start = n.args[2] if len(n.args) > 2 else None
     node_end = n.args[3] if len(n.args) > 3 else None
-    full_end = end is None or (isinstance(end, int) and end >= x.shape[dim] and not isinstance(node_end, torch.fx.Node))
-    if isinstance(node_end, torch.fx.Node):
-        full_end = _expr(node_end.meta.get("val")) == _expr(n.args[0].meta["val"].shape[dim])
-    if start is not None and (not isinstance(start, int) or start < 0) or not (
-            full_end or (isinstance(end, int) and end >= 0)) or step != 1:
-        raise Unsupported("slice of a padded dim from its end")
-    return out, torch.ops.aten.slice.Tensor(m, dim, start, end, step)
+    step = args[4] if len(args) > 4 else 1
+    if isinstance(node_start, torch.fx.Node) or (node_start is not None and node_start < 0) or step != 1:
+        raise Unsupported("slice of a padded dim from its end (or with a step)")
+    if isinstance(node_end, torch.fx.Node) and not _grows_with_sizes(_expr(node_end.meta.get("val"))):
+        raise Unsupported(f"slice of a padded dim up to {node_end.meta.get('val')}")
+    start = args[2] if len(args) > 2 and args[2] is not None else 0
+    end = args[3] if len(args) > 3 and args[3] is not None else x.shape[dim]
+    mask = torch.ops.aten.slice.Tensor(m, dim, start, end, step)
+    size = n.meta["val"].shape[dim]
+    if _is_symbolic(size):
+        mask = _and(mask, it._prefix(_expr(size), dim, out.dim(), out.shape[dim], out.device))
+    return out, mask
+
+
+def _cat_rule(it, n, args, kwargs, ms):
+    """cat along a padded dim: the real parts of the pieces, one after the other,
+    then the padding. Where only the last piece is padded along the dim the plain
+    cat is that layout; otherwise a gather with runtime offsets moves each piece's
+    real part right after the previous one's. Along the other dims, a position is
+    real where it is in the pieces."""
+    tensors = list(args[0])
+    nodes = list(n.args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    out = n.target(*args, **kwargs)
+    dim %= out.dim()
+    keep = [k for k, t in enumerate(tensors) if not (t.dim() == 1 and t.shape[0] == 0)]  # legacy empties
+    metas = [nodes[k].meta.get("val") for k in keep]
+    masks = [None if it._mask_of(nodes[k]) is None else _full_rank(it._mask_of(nodes[k]), out.dim())
+             for k in keep]
+    other = None  # the mask along the other dims
+    for mk in masks:
+        if mk is not None:
+            other = _and(other, mk.any(dim, keepdim=True) if mk.shape[dim] != 1 else mk)
+    padded = [k for k, me in enumerate(metas) if _is_symbolic(me.shape[dim])]
+    size = n.meta["val"].shape[dim]
+    if not padded:
+        return out, other
+    if padded != [len(keep) - 1]:
+        # offsets of each piece in the padded value and in the real one
+        idx = torch.arange(out.shape[dim], device=out.device)
+        src = idx
+        pad_off, real_off = 0, 0
+        for k, (t, me) in enumerate(zip((tensors[i] for i in keep), metas)):
+            if k:
+                src = torch.where(idx >= real_off, idx - real_off + pad_off, src)
+            pad_off += t.shape[dim]
+            real_off = real_off + it.real_extent(_expr(me.shape[dim]))
+        src = torch.clamp(src, max=out.shape[dim] - 1)
+        out = torch.index_select(out, dim, src)
+    return out, _and(other, it._prefix(_expr(size), dim, out.dim(), out.shape[dim], out.device))
+
+
+def _split_rule(it, n, args, kwargs, ms):
+    """split/unbind along a dim that is not padded: each piece keeps the mask."""
+    x, m = args[0], ms[0]
+    if n.target is aten.unbind.int:
+        dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % x.dim()
+    else:
+        dim = (args[2] if len(args) > 2 else kwargs.get("dim", 0)) % x.dim()
+    mm = None if m is None else _full_rank(m, x.dim())
+    if mm is not None and mm.shape[dim] != 1:
+        raise Unsupported(f"{n.target} along a padded dim")
+    out = n.target(*args, **kwargs)
+    piece = mm if n.target is not aten.unbind.int or mm is None else mm.squeeze(dim)
+    return out, tuple(piece for _ in out)
 
 
 def _sum_rule(it, n, args, kwargs, ms):
@@ -719,6 +831,9 @@ for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, 
     _RULES[_op] = _view_rule
 _RULES[aten.select.int] = _select_rule
 _RULES[aten.slice.Tensor] = _slice_rule
+_RULES[aten.cat.default] = _cat_rule
+for _op in (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int):
+    _RULES[_op] = _split_rule
 for _op in _SUM_LIKE:
     _RULES[_op] = _sum_rule
 _RULES[aten.mean.dim] = _mean_rule
