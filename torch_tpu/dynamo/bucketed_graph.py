@@ -73,6 +73,13 @@ def _upper(sym_int, sym):
     return up if up < (1 << 62) else None
 
 
+def _is_sum(e):
+    """s0 + s1 + 2: the size of a cat along padded dims, whose real positions the
+    masking rules keep as a prefix (a product, a flattened view, does not)."""
+    return isinstance(e, sympy.Add) and all(
+        isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args)
+
+
 def has_symbolic_inputs(gm):
     for n in gm.graph.nodes:
         if n.op == "placeholder":
@@ -144,7 +151,8 @@ class BucketedGraph:
             v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 exprs = [_expr(d) for d in v.shape]
-                if any(not e.is_number and not isinstance(e, sympy.Symbol) for e in exprs):
+                if any(not e.is_number and not isinstance(e, sympy.Symbol) and not _is_sum(e)
+                       for e in exprs):
                     self.why_per_size = f"an output of size {tuple(exprs)} (not a prefix of the padding)"
                 self.out_shapes.append(exprs)
             elif isinstance(v, torch.SymInt):
@@ -329,7 +337,7 @@ class BucketedGraph:
                 t = next(results)
                 for d, e in enumerate(shape):
                     if not e.is_number:
-                        t = t.narrow(d, 0, real[e])
+                        t = t.narrow(d, 0, int(e.subs(real)))
                 outs.append(t)
             elif isinstance(shape, sympy.Basic):
                 outs.append(int(shape.subs(real)))

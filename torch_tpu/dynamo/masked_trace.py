@@ -410,11 +410,23 @@ def _view_rule(it, n, args, kwargs, ms):
 
 
 def _dim_extent(it, n, dim):
-    """The symbol that is the whole size of dim `dim` of node n's first input, or None."""
+    """The real extent of dim `dim` of node n's first input when its real positions
+    are a prefix: one symbol, or a sum of them (a cat along padded dims); None
+    otherwise (a flattened product of padded dims is not a prefix)."""
     meta = n.args[0].meta.get("val")
-    size = meta.shape[dim]
-    e = _expr(size)
-    return e if isinstance(e, sympy.Symbol) and e in it.real_sizes else None
+    e = _expr(meta.shape[dim])
+    if isinstance(e, sympy.Symbol):
+        return e if e in it.real_sizes else None
+    if isinstance(e, sympy.Add) and all(isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args) \
+            and e.free_symbols <= set(it.real_sizes):
+        return e
+    return None
+
+
+def _size_ref(e):
+    """How a check's message names a size: a symbol is filled in with its real
+    value when the message is raised; an expression is shown as is."""
+    return "{%s}" % e if isinstance(e, sympy.Symbol) else f"{e}"
 
 
 def _select_rule(it, n, args, kwargs, ms):
@@ -427,12 +439,12 @@ def _select_rule(it, n, args, kwargs, ms):
         raise Unsupported("select along a padded dim that is not one symbol")
     if index >= 0:
         it.host_checks.append((sympy.Gt(sym, index), f"index {index} is out of bounds for dimension "
-                                                    f"{dim} of size {{{sym}}}"))
+                                                    f"{dim} of size {_size_ref(sym)}"))
         out = n.target(*args, **kwargs)
     else:  # counted from the real end: a runtime index
         it.host_checks.append((sympy.Ge(sym + index, 0), f"index {index} is out of bounds for "
-                                                        f"dimension {dim} of size {{{sym}}}"))
-        i = (it.real_sizes[sym] + index).view(1)
+                                                        f"dimension {dim} of size {_size_ref(sym)}"))
+        i = (it.real_extent(sym) + index).view(1)
         out = torch.index_select(x, dim, i).squeeze(dim)
     return out, m.any(dim)  # the selected position is real
 
@@ -705,7 +717,7 @@ def _topk_rule(it, n, args, kwargs, ms):
     if sym is None or isinstance(k, torch.SymInt):
         raise Unsupported("topk along a padded dim that is not one symbol")
     it.host_checks.append((sympy.Ge(sym, k), f"selected index k={k} out of range for dimension "
-                                            f"{dim} of size {{{sym}}}"))
+                                            f"{dim} of size {_size_ref(sym)}"))
     xf = _fill(x, mm, _low(x.dtype) if largest else _high(x.dtype))
     out = n.target(xf, *args[1:], **kwargs)
     r = mm.narrow(dim, 0, 1)  # the k results of a real row are real
@@ -752,13 +764,13 @@ def _checked_index(it, n, idx, mi, src_mask, dim):
     sym = _dim_extent(it, n, dim)
     if sym is None:
         raise Unsupported("indexing into a padded dim that is not one symbol")
-    real = it.real_sizes[sym]
+    real = it.real_extent(sym)
     idx = torch.where(idx < 0, idx + real, idx)
     bad = torch.logical_or(idx < 0, idx >= real)
     if mi is not None:
         bad = torch.logical_and(bad, mi)
     it.device_checks.append((bad.any(), f"index out of range in dimension {dim} of a tensor of "
-                                        f"dynamic size {{{sym}}}"))
+                                        f"dynamic size {_size_ref(sym)}"))
     return torch.where(bad, torch.zeros_like(idx), idx)
 
 
