@@ -11,7 +11,10 @@ interpreter under the usual CompiledGraph, whose Defer & Fuse recorder makes it
 one fused program, called directly afterwards.
 
 Inputs are padded through the host: a device program that pads would itself be
-compiled once per real size. Graphs that cannot be padded (an op with no masking
+compiled once per real size. Reading a sliced-back output (`.cpu()`) takes the
+padded buffer to the host and slices there (copy_kernels.cc), no program either.
+A graph with CPU scalar work (cpu_prologue.py) is split first; its CPU part runs
+at the real sizes every call and the device part runs padded. Graphs that cannot be padded (an op with no masking
 rule on a padded dim, see masked_trace.Unsupported) run per size as before, and
 stats() says why.
 """

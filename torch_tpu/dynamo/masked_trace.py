@@ -15,10 +15,17 @@ replaces the padding with the identity of its reduction (0 for sums and matmuls,
 positions never reaches a real one. The real sizes are runtime inputs (0-dim
 int64 tensors): one program serves every size of a bucket.
 
+Along every padded dim the real positions are a prefix whose length is the dim's
+traced size evaluated at the real sizes (s, or s + 1 after a cat, s - 1 after
+x[:, :-1]); a cat along a padded dim keeps that layout by moving each piece's real
+part right after the previous one's. A flattened view of padded dims (size s0*s1)
+is the exception: its mask is carried, and ops that need a prefix refuse it.
+
 An op with no rule here that touches a padded dim raises Unsupported and the
 graph runs per size instead (exact by construction). Conservative on purpose:
-slicing from the end of a padded dim, concatenation along one, indexing into
-one, and outputs whose symbolic dims are not a prefix are all Unsupported.
+slicing from the end of a padded dim (a negative or symbolic start), a split
+along one, flip/roll/scatter, and outputs whose symbolic dims are products are
+all Unsupported.
 """
 import operator
 
