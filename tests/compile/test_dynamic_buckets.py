@@ -129,11 +129,16 @@ def test_index_into_a_dynamic_dim_and_select_from_the_end():
     _check(f, lambda n, i: (_data(n, i),))
 
 
-def test_a_size_used_as_a_value_runs_at_its_exact_size():
-    # x.shape[1] as a value would be the bucket's size in a padded program: that
+def test_a_size_used_as_a_value_is_the_real_size():
+    # a pointwise op given x.shape[1] gets the real size, a runtime value
+    _check(lambda x: x.sum(1) / x.shape[1] + (torch.arange(x.shape[1], device=x.device) % x.shape[1]).sum(),
+           lambda n, i: (_data(n, i, batch=3),))
+
+
+def test_a_size_used_as_a_value_that_cannot_be_computed_at_run_time_runs_exact():
+    # sqrt(x.shape[1]) (a SymFloat) would be the bucket's in a padded program: that
     # symbol runs exact (one program per size), the batch symbol keeps its buckets
-    s = _check(lambda x: x.sum(1) / x.shape[1] + (torch.arange(x.shape[1], device=x.device) % x.shape[1]).sum(),
-               lambda n, i: (_data(n, i, batch=3),), bucketed=False)
+    s = _check(lambda x: x.sum(1) * x.shape[1] ** 0.5, lambda n, i: (_data(n, i, batch=3),), bucketed=False)
     assert s["per_size_calls"] == 0 and s["padded_calls"] == len(SIZES)
     assert s["bucket_programs"] == len(set(SIZES))
     assert any("as a value" in r for r in s["per_size_reasons"])
@@ -366,3 +371,51 @@ def test_buckets_in_defer_and_fuse_with_pending_inputs():
             torch.testing.assert_close(compiled(pending).cpu(), ((x + 1) * 2).softmax(1).sum(1),
                                        equal_nan=True, **TOL)
     assert torch_tpu.debug.dynamic_shapes()["padded_calls"] == len(SIZES)
+
+
+def _train_check(f, build, make, bucketed=True):
+    ref, mod = build(), build().to("tpu")
+    compiled = torch.compile(lambda *a: f(mod, *a), backend="tpu", dynamic=True)
+    for i, n in enumerate(SIZES):
+        inputs = make(n, i)
+        ref.zero_grad()
+        mod.zero_grad()
+        loss_ref = f(ref, *inputs)
+        loss_ref.backward()
+        loss = compiled(*[t.to("tpu") for t in inputs])
+        loss.backward()
+        torch.testing.assert_close(loss.cpu(), loss_ref, **TOL)
+        for (name, p), p_ref in zip(mod.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), p_ref.grad, **TOL, msg=name)
+    s = torch_tpu.debug.dynamic_shapes()
+    if bucketed:
+        assert s["per_size_calls"] == 0, s["per_size_reasons"]
+        # forward and backward, each one program per bucket (4 and 8)
+        assert s["bucketed_graphs"] == 2 and s["bucket_programs"] == 4
+    return s
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return torch.nn.ModuleDict(dict(emb=torch.nn.Embedding(50, 8), ln=torch.nn.LayerNorm(8),
+                                    lin=torch.nn.Linear(8, 8)))
+
+
+def test_training_forward_and_backward_on_buckets():
+    # embedding, layer norm, softmax along the padded dim, matmuls contracting over
+    # it, gelu, a mean over it (its backward divides by the real size): the loss
+    # and every gradient equal the CPU's
+    def f(m, ids):
+        h = m["ln"](m["emb"](ids))
+        a = (h @ h.t()).softmax(-1) @ h
+        return F.gelu(m["lin"](a)).mean(0).pow(2).sum()
+    _train_check(f, _small_model, lambda n, i: (torch.randint(0, 50, (n,)),))
+
+
+def test_training_with_a_flattened_padded_dim_runs_per_size():
+    # a linear layer on (batch, length, hidden) saves a (batch * length, hidden)
+    # view for its backward: that crosses the graph boundary, so both run per size
+    def f(m, ids):
+        return F.gelu(m["lin"](m["ln"](m["emb"](ids)))).mean(1).pow(2).sum()
+    s = _train_check(f, _small_model, lambda n, i: (torch.randint(0, 50, (2, n)),), bucketed=False)
+    assert any("training graph" in r for r in s["per_size_reasons"]), s["per_size_reasons"]

@@ -76,11 +76,12 @@ def _upper(sym_int, sym):
     return up if up < (1 << 62) else None
 
 
-def _is_sum(e):
-    """s0 + s1 + 2: the size of a cat along padded dims, whose real positions the
-    masking rules keep as a prefix (a product, a flattened view, does not)."""
-    return isinstance(e, sympy.Add) and all(
-        isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args)
+def _polynomial(e):
+    """A size whose real value slices the output back: the padded program makes
+    the real positions of such a dim a prefix (masked_trace.compact_outputs for a
+    product of symbols, a flattened view of padded dims)."""
+    return e.is_number or isinstance(e, sympy.Symbol) or (
+        isinstance(e, (sympy.Add, sympy.Mul)) and all(_polynomial(a) for a in e.args))
 
 
 def has_symbolic_inputs(gm):
@@ -154,9 +155,8 @@ class BucketedGraph:
             v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 exprs = [_expr(d) for d in v.shape]
-                if any(not e.is_number and not isinstance(e, sympy.Symbol) and not _is_sum(e)
-                       for e in exprs):
-                    self.why_per_size = f"an output of size {tuple(exprs)} (not a prefix of the padding)"
+                if any(not _polynomial(e) for e in exprs):
+                    self.why_per_size = f"an output of size {tuple(exprs)}"
                 self.out_shapes.append(exprs)
             elif isinstance(v, torch.SymInt):
                 self.out_shapes.append(_expr(v))
@@ -164,6 +164,23 @@ class BucketedGraph:
                 self.out_shapes.append(None)
         if not self.syms:
             self.why_per_size = "no symbolic input size"
+        if self.kind != "inference":
+            for shape in self.shapes + self.out_shapes:
+                for e in (shape if isinstance(shape, list) else []):
+                    if isinstance(e, sympy.Mul) and len(e.free_symbols) > 1:
+                        # A flattened view of padded dims crosses the forward/backward
+                        # boundary: one side would see its real rows as a prefix, the
+                        # other in the padded row-major order (see docs/compile.md).
+                        self.why_per_size = f"a training graph input or output of size {e}"
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and getattr(n.target, "_schema", None) is not None and \
+                    n.target._schema.is_mutable and any(
+                        isinstance(a, torch.fx.Node) and a.op == "placeholder" and isinstance(
+                            self.shapes[self.placeholders.index(a)], list) and any(
+                            not e.is_number for e in self.shapes[self.placeholders.index(a)])
+                        for a in n.args):
+                # the padded program gets a padded copy of the input: the write would be lost
+                self.why_per_size = f"{n.target} writes into an input of symbolic size"
 
     def _add_sym(self, sym, sym_int, where):
         if sym in self.source:
@@ -259,7 +276,7 @@ class BucketedGraph:
                     full.append(next(it))
             interp = masked_trace.MaskedInterpreter(gm, values, dict(zip(syms, real_sizes)),
                                                     frozenset(exact))
-            outs = interp.run(*full)
+            outs = interp.compact_outputs(interp.run(*full))
             checks["host"] = interp.host_checks
             checks["device"] = [msg for _, msg in interp.device_checks]
             results = [o for o in outs if isinstance(o, torch.Tensor)]

@@ -94,6 +94,12 @@ def _check_value_args(n, exact):
                               pin=a.meta["val"].node.expr.free_symbols)
 
 
+def _is_sum(e):
+    """s0 + s1 + 2: the size of a cat along padded dims, whose real positions the
+    rules keep a prefix (a product of symbols, a flattened view, they do not)."""
+    return isinstance(e, sympy.Add) and all(isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args)
+
+
 def _fold(f, parts):
     out = parts[0]
     for p in parts[1:]:
@@ -299,6 +305,54 @@ class MaskedInterpreter(torch.fx.Interpreter):
             self.masks[n] = m
             return out
 
+    def _sizes_as_runtime_values(self, n, args):
+        """A pointwise op given a size as a scalar (the backward of a mean over a
+        padded dim divides by it) gets the real size instead: a 0-dim tensor computed
+        from the runtime sizes, through the op's tensor overload. Sizes it cannot
+        compute (1 / sqrt(s)) stay for _check_value_args to refuse."""
+        new, changed = list(args), False
+        for k, a in enumerate(n.args):
+            if _symbolic_node(a) and isinstance(a.meta["val"], torch.SymInt) and \
+                    not a.meta["val"].node.expr.free_symbols <= self.exact:
+                try:
+                    v = self.real_extent(_expr(a.meta["val"]))
+                except Unsupported:
+                    return None
+                ref = next((x for x in args if isinstance(x, torch.Tensor)), None)
+                if ref is None:
+                    return None
+                new[k] = torch.as_tensor(v, device=ref.device)
+                changed = True
+        return new if changed else None
+
+    def compact_outputs(self, outs):
+        """Outputs with a dim whose size is a product of symbols (a flattened view of
+        padded dims: real positions scattered through it) get their real positions
+        moved to the front, in order, so that slicing back to the real size gives
+        the unpadded value: a stable sort of the positions by "is padding"."""
+        out_node = next(n for n in self.module.graph.nodes if n.op == "output")
+        nodes = out_node.args[0]
+        res = list(outs)
+        for k, (node, o) in enumerate(zip(nodes, outs)):
+            meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+            if not isinstance(o, torch.Tensor) or not isinstance(meta, torch.Tensor):
+                continue
+            m = self._mask_of(node)
+            for d, size in enumerate(meta.shape):
+                e = _expr(size)
+                if e.is_number or isinstance(e, sympy.Symbol) or _is_sum(e):
+                    continue
+                if m is None or m.shape[d] == 1:
+                    raise Unsupported(f"an output of size {e} with no mask along it")
+                along = m
+                for dd in range(m.dim()):
+                    if dd != d and along.shape[dd] != 1:
+                        along = along.any(dd, keepdim=True)
+                along = along.reshape(-1)
+                perm = torch.sort(torch.logical_not(along).to(torch.int32), stable=True).indices
+                res[k] = torch.index_select(res[k], d, perm)
+        return type(outs)(res) if isinstance(outs, tuple) else res
+
     @staticmethod
     def _lift(m, value):
         return m if m is None else _full_rank(m, value.dim())
@@ -320,6 +374,10 @@ class MaskedInterpreter(torch.fx.Interpreter):
             return t(*args, **kwargs), None
         if t in _SIZE_QUERIES:
             return t(*args, **kwargs), None  # the bucket's sizes, as the graph's arithmetic expects
+        if torch.Tag.pointwise in t.tags:
+            runtime = self._sizes_as_runtime_values(n, args)
+            if runtime is not None:  # through the op's tensor overload
+                return self._pointwise(n, runtime, kwargs, call=t.overloadpacket)
         _check_value_args(n, self.exact)
         listed = [self._mask_of(x) for a in n.args if isinstance(a, (list, tuple)) for x in a]
         if not any(m is not None for m in in_masks + listed) and not any(
@@ -332,8 +390,8 @@ class MaskedInterpreter(torch.fx.Interpreter):
             return self._pointwise(n, args, kwargs)
         raise Unsupported(f"no padding rule for {t} on a padded input")
 
-    def _pointwise(self, n, args, kwargs):
-        out = n.target(*args, **kwargs)
+    def _pointwise(self, n, args, kwargs, call=None):
+        out = (call or n.target)(*args, **kwargs)
         ref = out[0] if isinstance(out, (tuple, list)) else out
         m = None
         for a in list(n.args) + list(n.kwargs.values()):
@@ -424,8 +482,7 @@ def _dim_extent(it, n, dim):
     e = _expr(meta.shape[dim])
     if isinstance(e, sympy.Symbol):
         return e if e in it.real_sizes else None
-    if isinstance(e, sympy.Add) and all(isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args) \
-            and e.free_symbols <= set(it.real_sizes):
+    if _is_sum(e) and e.free_symbols <= set(it.real_sizes):
         return e
     return None
 
@@ -843,6 +900,55 @@ def _sdpa_rule(it, n, args, kwargs, ms):
     return out, m
 
 
+# -- backward ops (training graphs): the padding must add nothing to what they sum -----
+
+def _softmax_backward_rule(it, n, args, kwargs, ms):
+    # (grad, output, dim, input_dtype): zeros in both at pad positions keep
+    # sum(grad * output) over the dim (and the log version's sum(grad)) real
+    g, y, dim = args[0], args[1], args[2] % args[0].dim()
+    m = _and(None if ms[0] is None else _full_rank(ms[0], g.dim()),
+             None if ms[1] is None else _full_rank(ms[1], g.dim()))
+    if m is not None and m.shape[dim] != 1:
+        g = _fill(g, m, 0)
+        if n.target is aten._softmax_backward_data.default:
+            y = _fill(y, m, 0)
+    return n.target(g, y, *args[2:], **kwargs), m
+
+
+def _layer_norm_backward_rule(it, n, args, kwargs, ms):
+    # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask): the
+    # weight and bias gradients sum over the rows, padded ones included
+    g, x, shape, mean, rstd = args[:5]
+    k = len(shape)
+    m = _and(None if ms[0] is None else _full_rank(ms[0], g.dim()),
+             None if ms[1] is None else _full_rank(ms[1], x.dim()))
+    if any(d >= x.dim() - k for d in _padded_dims(m)):
+        raise Unsupported("layer norm backward over a padded dim")
+    if any(mm is not None for mm in ms[5:7]):
+        raise Unsupported("padded layer norm weights")
+    rows = None if m is None else m  # size 1 along the normalized dims
+    g, x = _fill(g, rows, 0), _fill(x, rows, 0)
+    mean, rstd = _fill(mean, rows, 0), _fill(rstd, rows, 0)
+    out = n.target(g, x, shape, mean, rstd, *args[5:], **kwargs)
+    return out, (rows, None, None)
+
+
+def _embedding_backward_rule(it, n, args, kwargs, ms):
+    # (grad, indices, num_weights, padding_idx, scale_grad_by_freq): pad positions
+    # add a zero gradient to row 0
+    g, idx = args[0], args[1]
+    scale = args[4] if len(args) > 4 else kwargs.get("scale_grad_by_freq", False)
+    mi = None if ms[1] is None else _full_rank(ms[1], idx.dim())
+    mg = None if ms[0] is None else _full_rank(ms[0], g.dim())
+    rows = _and(mi, None if mg is None else _reduce_mask(mg, [g.dim() - 1], False))
+    if rows is not None and scale:
+        raise Unsupported("embedding backward with scale_grad_by_freq on padded indices")
+    if rows is not None:
+        idx = _fill(idx, rows, 0)
+        g = _fill(g, rows.unsqueeze(-1), 0)
+    return n.target(g, idx, *args[2:], **kwargs), None
+
+
 _RULES = {}
 for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
             aten.t.default, aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim,
@@ -851,6 +957,10 @@ for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, 
 _RULES[aten.select.int] = _select_rule
 _RULES[aten.slice.Tensor] = _slice_rule
 _RULES[aten.cat.default] = _cat_rule
+_RULES[aten._softmax_backward_data.default] = _softmax_backward_rule
+_RULES[aten._log_softmax_backward_data.default] = _softmax_backward_rule
+_RULES[aten.native_layer_norm_backward.default] = _layer_norm_backward_rule
+_RULES[aten.embedding_dense_backward.default] = _embedding_backward_rule
 for _op in (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int):
     _RULES[_op] = _split_rule
 for _op in _SUM_LIKE:
