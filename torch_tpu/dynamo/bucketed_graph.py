@@ -1,6 +1,6 @@
 """Runs a graph with symbolic sizes as one program per bucket instead of per size.
 
-An inference graph whose inputs have symbolic sizes (Dynamo's `dynamic=True`,
+A graph whose inputs have symbolic sizes (Dynamo's `dynamic=True`,
 `torch._dynamo.mark_dynamic`) is called with the real sizes. BucketedGraph rounds
 each symbol up to its bucket (buckets.py), pads the inputs to the bucket with zeros,
 and calls the program traced for that bucket (masked_trace.py: padding is masked
@@ -14,9 +14,9 @@ Inputs are padded through the host: a device program that pads would itself be
 compiled once per real size. Reading a sliced-back output (`.cpu()`) takes the
 padded buffer to the host and slices there (copy_kernels.cc), no program either.
 A graph with CPU scalar work (cpu_prologue.py) is split first; its CPU part runs
-at the real sizes every call and the device part runs padded. Graphs that cannot be padded (an op with no masking
-rule on a padded dim, see masked_trace.Unsupported) run per size as before, and
-stats() says why.
+at the real sizes every call and the device part runs padded. Graphs that cannot
+be padded (an op with no masking rule on a padded dim, see
+masked_trace.Unsupported) run per size as before, and stats() says why.
 """
 import threading
 
@@ -167,7 +167,7 @@ class BucketedGraph:
         if self.kind != "inference":
             for shape in self.shapes + self.out_shapes:
                 for e in (shape if isinstance(shape, list) else []):
-                    if isinstance(e, sympy.Mul) and len(e.free_symbols) > 1:
+                    if not (e.is_number or isinstance(e, sympy.Symbol) or masked_trace._is_sum(e)):
                         # A flattened view of padded dims crosses the forward/backward
                         # boundary: one side would see its real rows as a prefix, the
                         # other in the padded row-major order (see docs/compile.md).

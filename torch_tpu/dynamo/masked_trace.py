@@ -268,9 +268,12 @@ class MaskedInterpreter(torch.fx.Interpreter):
             e = _expr(size)
             if mask is not None and mask.dim() == value.dim() and mask.shape[d] != 1:
                 continue  # propagated: it already says which positions are real
-            if (isinstance(e, sympy.Symbol) and e in self.real_sizes) or self._extent_known(e):
+            if (isinstance(e, sympy.Symbol) and e in self.real_sizes) or (
+                    _is_sum(e) and self._extent_known(e)):
                 # a padded size made from real data only (arange(n), a slice of a
-                # buffer): the positions past the real size are padding all the same
+                # buffer): the positions past the real size are padding all the same.
+                # Not a product of symbols: a flattened input padded at its end would
+                # not be in the row-major padded order its views assume.
                 mask = _and(mask if mask is None else _full_rank(mask, value.dim()),
                             self._prefix(e, d, value.dim(), value.shape[d], value.device))
             else:
@@ -546,6 +549,8 @@ def _slice_rule(it, n, args, kwargs, ms):
     start = args[2] if len(args) > 2 and args[2] is not None else 0
     end = args[3] if len(args) > 3 and args[3] is not None else x.shape[dim]
     mask = torch.ops.aten.slice.Tensor(m, dim, start, end, step)
+    if _dim_extent(it, n, dim) is None:
+        raise Unsupported("slice along a padded dim whose real positions are not a prefix")
     size = n.meta["val"].shape[dim]
     if _is_symbolic(size):
         mask = _and(mask, it._prefix(_expr(size), dim, out.dim(), out.shape[dim], out.device))
@@ -572,6 +577,9 @@ def _cat_rule(it, n, args, kwargs, ms):
         if mk is not None:
             other = _and(other, mk.any(dim, keepdim=True) if mk.shape[dim] != 1 else mk)
     padded = [k for k, me in enumerate(metas) if _is_symbolic(me.shape[dim])]
+    if any(not (isinstance(_expr(metas[k].shape[dim]), sympy.Symbol) or _is_sum(_expr(metas[k].shape[dim])))
+           for k in padded):
+        raise Unsupported("cat along a padded dim whose real positions are not a prefix")
     size = n.meta["val"].shape[dim]
     if not padded:
         return out, other
