@@ -58,6 +58,31 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   device_copy(dst, staged, false);
 }
 
+// A view that is only part of its storage (x[:n] of a bucket's padded result, a
+// row) read on the device is a slice program for the view's shape: one program
+// per size when sizes vary. When the view is a large part of the storage (or the
+// storage is small), the whole buffer comes to the host and the view is taken
+// there: a few times the bytes at most, and no program. False: the caller reads
+// it on the device.
+bool read_view_on_host(const at::Tensor& self, const at::Tensor& out) {
+  constexpr int64_t kSmallStorage = int64_t{1} << 20;  // bytes
+  if (has_lazy_bits(self) || out.numel() == 0) return false;
+  FlushReason reason("host read");
+  engine::Slot* slot = slot_of(self);
+  hlo::ElemType elem = lower::to_elem(self.scalar_type());
+  if (!slot->has_buffer() || slot->elem() != elem) return false;
+  int64_t length = slot->length();
+  if (engine::covers_whole(layout_of(self), length)) return false;  // read directly anyway
+  int64_t bytes = length * static_cast<int64_t>(engine::elem_size(elem));
+  if (bytes > kSmallStorage && self.numel() * 4 < length) return false;
+  std::shared_ptr<pjrt::Buffer> buf = slot->buffer();
+  raise_device_check_failures(-1);  // as dense_buffer_for_host_read does
+  at::Tensor whole = at::empty({length}, out.options());
+  engine::download(*buf, whole.data_ptr(), whole.nbytes());
+  out.copy_(whole.as_strided(self.sizes(), self.strides(), self.storage_offset()));
+  return true;
+}
+
 }  // namespace
 
 at::Tensor to_host(const at::Tensor& self) {
@@ -71,6 +96,7 @@ void to_host_into(const at::Tensor& self, const at::Tensor& out) {
                   out.scalar_type() == self.scalar_type() && out.numel() == self.numel(),
               "to_host_into: needs a contiguous CPU tensor of ", self.scalar_type(), " with ",
               self.numel(), " elements");
+  if (read_view_on_host(self, out)) return;
   std::shared_ptr<pjrt::Buffer> buf = dense_buffer_for_host_read(self);
   if (out.numel() == 0) return;
   engine::download(*buf, out.data_ptr(), out.nbytes());

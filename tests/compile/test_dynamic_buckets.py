@@ -129,11 +129,16 @@ def test_index_into_a_dynamic_dim_and_select_from_the_end():
     _check(f, lambda n, i: (_data(n, i),))
 
 
-def test_a_size_used_as_a_value_runs_at_its_exact_size():
-    # x.shape[1] as a value would be the bucket's size in a padded program: that
+def test_a_size_used_as_a_value_is_the_real_size():
+    # a pointwise op given x.shape[1] gets the real size, a runtime value
+    _check(lambda x: x.sum(1) / x.shape[1] + (torch.arange(x.shape[1], device=x.device) % x.shape[1]).sum(),
+           lambda n, i: (_data(n, i, batch=3),))
+
+
+def test_a_size_used_as_a_value_that_cannot_be_computed_at_run_time_runs_exact():
+    # sqrt(x.shape[1]) (a SymFloat) would be the bucket's in a padded program: that
     # symbol runs exact (one program per size), the batch symbol keeps its buckets
-    s = _check(lambda x: x.sum(1) / x.shape[1] + (torch.arange(x.shape[1], device=x.device) % x.shape[1]).sum(),
-               lambda n, i: (_data(n, i, batch=3),), bucketed=False)
+    s = _check(lambda x: x.sum(1) * x.shape[1] ** 0.5, lambda n, i: (_data(n, i, batch=3),), bucketed=False)
     assert s["per_size_calls"] == 0 and s["padded_calls"] == len(SIZES)
     assert s["bucket_programs"] == len(set(SIZES))
     assert any("as a value" in r for r in s["per_size_reasons"])
@@ -162,6 +167,84 @@ def test_mean_pooling_with_a_dynamic_batch():
     # batch 3 runs in the 4-bucket: padded rows are sliced off the result
     _check(lambda x: x.mean(1) + x.sum(0, keepdim=True).mean(1),
            lambda n, i: (_data(n, i, batch=3),))
+
+
+def test_cat_along_a_dynamic_dim():
+    # both pieces padded: the second piece's real part moves right after the
+    # first's; only the last padded: the plain cat; cumsum and softmax then see
+    # exactly the unpadded sequence
+    def f(x, y):
+        both = torch.cat([x, 2 * y], 1)
+        last = torch.cat([x[:, :1] - 1, y], 1)
+        return both.cumsum(1), both.softmax(1), last.sum(1), last.cumsum(1)
+    _check(f, lambda n, i: (_data(n, i), _data(n + 2, i + 3)))
+
+
+def test_slices_whose_extent_is_a_size_expression():
+    # GPT-2's position-id code: a cat of size s + 1 sliced back to s twice; and
+    # x[:, :-1] (real extent s - 1)
+    def f(x):
+        c = torch.cat([x[:, :1] - 1, x], 1)
+        shifted = c[:, 1:x.shape[1] + 1] - c[:, :x.shape[1]]
+        return shifted.cumsum(1), x[:, :-1].sum(1), x[:, :-1].amax(1)
+    _check(f, lambda n, i: (_data(n + 1, i),))
+
+
+def test_split_along_a_static_dim_of_a_padded_value():
+    def f(x):
+        a, b = x.split(2, dim=2)
+        c = torch.unbind(x, 2)[3]
+        return (a.softmax(1) * b).sum(1), c.cumsum(1)
+    _check(f, lambda n, i: (_data(n, i),))
+
+
+def test_reading_a_sliced_output_compiles_no_program_per_size():
+    # the result of a padded program is sliced back to the real batch (a view);
+    # reading it slices on the host, so sizes of one bucket add no program
+    lin = torch.nn.Linear(4, 3)
+    lin_tpu = torch.nn.Linear(4, 3).to("tpu")
+    lin_tpu.load_state_dict(lin.state_dict())
+    compiled = torch.compile(lambda x: lin_tpu(x).softmax(-1), backend="tpu", dynamic=True)
+    with torch.no_grad():
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), lin(x).softmax(-1), **TOL)
+        before = torch_tpu.debug.metrics()["programs_compiled"]
+        for n in (6, 7, 8):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(compiled(x.to("tpu")).cpu(), lin(x).softmax(-1), **TOL)
+        assert torch_tpu.debug.metrics()["programs_compiled"] == before
+        # a view that is a small part of a large storage is still read on the device
+        big = torch.arange(1 << 20, dtype=torch.float32).to("tpu")
+        assert big[10:13].cpu().tolist() == [10.0, 11.0, 12.0]
+        assert big.view(1024, 1024)[:, 5].cpu()[:3].tolist() == [5.0, 1029.0, 2053.0]
+
+
+def _gpt2(layers=1):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=100, n_embd=32, n_layer=layers, n_head=4, n_positions=64)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def test_gpt2_decoder_prefill_runs_on_buckets():
+    # GPT-2's prefill graph has a CPU prologue (its GELU constant) and a cat along
+    # the padded sequence dim (position ids); both run padded, equal to per size
+    ref = _gpt2()
+    model = _gpt2().to("tpu")
+
+    def prefill(ids):
+        return model(input_ids=ids, use_cache=False).logits[:, -1]
+    compiled = torch.compile(prefill, backend="tpu", dynamic=True)
+    per_size = torch.compile(prefill, backend="tpu", dynamic=True, options={"dynamic_buckets": False})
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for n in (3, 6, 5, 7):
+            ids = torch.randint(0, 100, (2, n), generator=g)
+            out = compiled(ids.to("tpu")).cpu()
+            torch.testing.assert_close(out, ref(input_ids=ids, use_cache=False).logits[:, -1], **TOL)
+            torch.testing.assert_close(out, per_size(ids.to("tpu")).cpu(), **TOL)
+    s = torch_tpu.debug.dynamic_shapes()
+    assert s["padded_calls"] == 4 and s["bucket_programs"] == 2, s["per_size_reasons"]
 
 
 def test_ops_without_a_padding_rule_run_per_size():
@@ -288,3 +371,51 @@ def test_buckets_in_defer_and_fuse_with_pending_inputs():
             torch.testing.assert_close(compiled(pending).cpu(), ((x + 1) * 2).softmax(1).sum(1),
                                        equal_nan=True, **TOL)
     assert torch_tpu.debug.dynamic_shapes()["padded_calls"] == len(SIZES)
+
+
+def _train_check(f, build, make, bucketed=True):
+    ref, mod = build(), build().to("tpu")
+    compiled = torch.compile(lambda *a: f(mod, *a), backend="tpu", dynamic=True)
+    for i, n in enumerate(SIZES):
+        inputs = make(n, i)
+        ref.zero_grad()
+        mod.zero_grad()
+        loss_ref = f(ref, *inputs)
+        loss_ref.backward()
+        loss = compiled(*[t.to("tpu") for t in inputs])
+        loss.backward()
+        torch.testing.assert_close(loss.cpu(), loss_ref, **TOL)
+        for (name, p), p_ref in zip(mod.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), p_ref.grad, **TOL, msg=name)
+    s = torch_tpu.debug.dynamic_shapes()
+    if bucketed:
+        assert s["per_size_calls"] == 0, s["per_size_reasons"]
+        # forward and backward, each one program per bucket (4 and 8)
+        assert s["bucketed_graphs"] == 2 and s["bucket_programs"] == 4
+    return s
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return torch.nn.ModuleDict(dict(emb=torch.nn.Embedding(50, 8), ln=torch.nn.LayerNorm(8),
+                                    lin=torch.nn.Linear(8, 8)))
+
+
+def test_training_forward_and_backward_on_buckets():
+    # embedding, layer norm, softmax along the padded dim, matmuls contracting over
+    # it, gelu, a mean over it (its backward divides by the real size): the loss
+    # and every gradient equal the CPU's
+    def f(m, ids):
+        h = m["ln"](m["emb"](ids))
+        a = (h @ h.t()).softmax(-1) @ h
+        return F.gelu(m["lin"](a)).mean(0).pow(2).sum()
+    _train_check(f, _small_model, lambda n, i: (torch.randint(0, 50, (n,)),))
+
+
+def test_training_with_a_flattened_padded_dim_runs_per_size():
+    # a linear layer on (batch, length, hidden) saves a (batch * length, hidden)
+    # view for its backward: that crosses the graph boundary, so both run per size
+    def f(m, ids):
+        return F.gelu(m["lin"](m["ln"](m["emb"](ids)))).mean(1).pow(2).sum()
+    s = _train_check(f, _small_model, lambda n, i: (torch.randint(0, 50, (2, n)),), bucketed=False)
+    assert any("training graph" in r for r in s["per_size_reasons"]), s["per_size_reasons"]

@@ -34,10 +34,11 @@ device_interface.register()
 
 def _compiler(kind, policy):
     def compile_graph(gm, example_inputs):
-        # Symbolic sizes: an inference graph runs padded to buckets (bucketed_graph.py);
-        # training graphs (their backward would need the masks too) run per size.
+        # Symbolic sizes: a graph runs padded to buckets (bucketed_graph.py). Training
+        # graphs too: the forward hands the backward its activations sliced to the real
+        # sizes, and the backward pads them again.
         policy_now = buckets.get_dynamic_buckets() if policy is None else policy
-        if kind == "inference" and policy_now is not False and has_symbolic_inputs(gm):
+        if policy_now is not False and has_symbolic_inputs(gm):
             graph = BucketedGraph(gm, kind, policy_now, lambda rec: CompiledGraph(gm, kind, rec))
         else:
             graph = CompiledGraph(gm, kind)

@@ -1,6 +1,6 @@
 """Runs a graph with symbolic sizes as one program per bucket instead of per size.
 
-An inference graph whose inputs have symbolic sizes (Dynamo's `dynamic=True`,
+A graph whose inputs have symbolic sizes (Dynamo's `dynamic=True`,
 `torch._dynamo.mark_dynamic`) is called with the real sizes. BucketedGraph rounds
 each symbol up to its bucket (buckets.py), pads the inputs to the bucket with zeros,
 and calls the program traced for that bucket (masked_trace.py: padding is masked
@@ -11,9 +11,12 @@ interpreter under the usual CompiledGraph, whose Defer & Fuse recorder makes it
 one fused program, called directly afterwards.
 
 Inputs are padded through the host: a device program that pads would itself be
-compiled once per real size. Graphs that cannot be padded (an op with no masking
-rule on a padded dim, see masked_trace.Unsupported) run per size as before, and
-stats() says why.
+compiled once per real size. Reading a sliced-back output (`.cpu()`) takes the
+padded buffer to the host and slices there (copy_kernels.cc), no program either.
+A graph with CPU scalar work (cpu_prologue.py) is split first; its CPU part runs
+at the real sizes every call and the device part runs padded. Graphs that cannot
+be padded (an op with no masking rule on a padded dim, see
+masked_trace.Unsupported) run per size as before, and stats() says why.
 """
 import threading
 
@@ -21,7 +24,7 @@ import sympy
 import torch
 
 from . import buckets as _buckets
-from . import masked_trace
+from . import cpu_prologue, masked_trace
 
 _lock = threading.Lock()
 _stats = dict(bucketed_graphs=0, per_size_graphs=0, bucket_programs=0, padded_calls=0,
@@ -73,6 +76,14 @@ def _upper(sym_int, sym):
     return up if up < (1 << 62) else None
 
 
+def _polynomial(e):
+    """A size whose real value slices the output back: the padded program makes
+    the real positions of such a dim a prefix (masked_trace.compact_outputs for a
+    product of symbols, a flattened view of padded dims)."""
+    return e.is_number or isinstance(e, sympy.Symbol) or (
+        isinstance(e, (sympy.Add, sympy.Mul)) and all(_polynomial(a) for a in e.args))
+
+
 def has_symbolic_inputs(gm):
     for n in gm.graph.nodes:
         if n.op == "placeholder":
@@ -87,6 +98,14 @@ class BucketedGraph:
     """Called like CompiledGraph (a boxed list of inputs)."""
 
     def __init__(self, gm, kind, policy, per_size):
+        # CPU scalar work (a constant computed from a CPU 0-dim tensor, as GPT-2's
+        # GELU has) is split off first and runs eagerly every call at the real
+        # sizes; the device part, whose inputs are then all device tensors and
+        # sizes, is what runs padded (and, when it cannot, per size).
+        self._split = cpu_prologue.split(gm)
+        if self._split is not None:
+            gm = self._split.device_gm
+            per_size = lambda rec: _per_size_graph(gm, kind, rec)  # noqa: E731
         self.gm = gm
         self.kind = kind
         self.policy = policy
@@ -136,8 +155,8 @@ class BucketedGraph:
             v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 exprs = [_expr(d) for d in v.shape]
-                if any(not e.is_number and not isinstance(e, sympy.Symbol) for e in exprs):
-                    self.why_per_size = f"an output of size {tuple(exprs)} (not a prefix of the padding)"
+                if any(not _polynomial(e) for e in exprs):
+                    self.why_per_size = f"an output of size {tuple(exprs)}"
                 self.out_shapes.append(exprs)
             elif isinstance(v, torch.SymInt):
                 self.out_shapes.append(_expr(v))
@@ -145,6 +164,23 @@ class BucketedGraph:
                 self.out_shapes.append(None)
         if not self.syms:
             self.why_per_size = "no symbolic input size"
+        if self.kind != "inference":
+            for shape in self.shapes + self.out_shapes:
+                for e in (shape if isinstance(shape, list) else []):
+                    if not (e.is_number or isinstance(e, sympy.Symbol) or masked_trace._is_sum(e)):
+                        # A flattened view of padded dims crosses the forward/backward
+                        # boundary: one side would see its real rows as a prefix, the
+                        # other in the padded row-major order (see docs/compile.md).
+                        self.why_per_size = f"a training graph input or output of size {e}"
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and getattr(n.target, "_schema", None) is not None and \
+                    n.target._schema.is_mutable and any(
+                        isinstance(a, torch.fx.Node) and a.op == "placeholder" and isinstance(
+                            self.shapes[self.placeholders.index(a)], list) and any(
+                            not e.is_number for e in self.shapes[self.placeholders.index(a)])
+                        for a in n.args):
+                # the padded program gets a padded copy of the input: the write would be lost
+                self.why_per_size = f"{n.target} writes into an input of symbolic size"
 
     def _add_sym(self, sym, sym_int, where):
         if sym in self.source:
@@ -155,6 +191,8 @@ class BucketedGraph:
 
     # -- calls ---------------------------------------------------------------------
     def __call__(self, args):
+        if self._split is not None:
+            args[:] = self._split.device_args(args)  # the CPU part runs here
         while self.why_per_size is None:
             real = self._real_sizes(args)
             key = tuple(real[s] if s in self._exact else
@@ -238,7 +276,7 @@ class BucketedGraph:
                     full.append(next(it))
             interp = masked_trace.MaskedInterpreter(gm, values, dict(zip(syms, real_sizes)),
                                                     frozenset(exact))
-            outs = interp.run(*full)
+            outs = interp.compact_outputs(interp.run(*full))
             checks["host"] = interp.host_checks
             checks["device"] = [msg for _, msg in interp.device_checks]
             results = [o for o in outs if isinstance(o, torch.Tensor)]
@@ -250,7 +288,7 @@ class BucketedGraph:
         self._record = graph.record
         if graph._split is not None:
             # its CPU prologue maps the graph's own inputs, not the padded ones
-            return self._give_up(key, "a graph with CPU scalar work (cpu_prologue)")
+            return self._give_up(key, "a graph with CPU scalar work that could not be split off")
         graph._fn = padded_graph
         entry = (graph, checks)
         self._programs[key] = entry
@@ -319,13 +357,18 @@ class BucketedGraph:
                 t = next(results)
                 for d, e in enumerate(shape):
                     if not e.is_number:
-                        t = t.narrow(d, 0, real[e])
+                        t = t.narrow(d, 0, int(e.subs(real)))
                 outs.append(t)
             elif isinstance(shape, sympy.Basic):
                 outs.append(int(shape.subs(real)))
             else:
                 outs.append(None)
         return outs
+
+
+def _per_size_graph(gm, kind, record):
+    from .graph_runner import CompiledGraph
+    return CompiledGraph(gm, kind, record)
 
 
 def _pad(t, target):

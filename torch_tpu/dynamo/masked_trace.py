@@ -15,10 +15,17 @@ replaces the padding with the identity of its reduction (0 for sums and matmuls,
 positions never reaches a real one. The real sizes are runtime inputs (0-dim
 int64 tensors): one program serves every size of a bucket.
 
+Along every padded dim the real positions are a prefix whose length is the dim's
+traced size evaluated at the real sizes (s, or s + 1 after a cat, s - 1 after
+x[:, :-1]); a cat along a padded dim keeps that layout by moving each piece's real
+part right after the previous one's. A flattened view of padded dims (size s0*s1)
+is the exception: its mask is carried, and ops that need a prefix refuse it.
+
 An op with no rule here that touches a padded dim raises Unsupported and the
 graph runs per size instead (exact by construction). Conservative on purpose:
-slicing from the end of a padded dim, concatenation along one, indexing into
-one, and outputs whose symbolic dims are not a prefix are all Unsupported.
+slicing from the end of a padded dim (a negative or symbolic start), a split
+along one, flip/roll/scatter, and outputs whose symbolic dims are products are
+all Unsupported.
 """
 import operator
 
@@ -85,6 +92,19 @@ def _check_value_args(n, exact):
                 _symbolic_node(a) and not a.meta["val"].node.expr.free_symbols <= exact:
             raise Unsupported(f"{t} uses a symbolic size as a value ({arg.name})",
                               pin=a.meta["val"].node.expr.free_symbols)
+
+
+def _is_sum(e):
+    """s0 + s1 + 2: the size of a cat along padded dims, whose real positions the
+    rules keep a prefix (a product of symbols, a flattened view, they do not)."""
+    return isinstance(e, sympy.Add) and all(isinstance(a, sympy.Symbol) or a.is_Integer for a in e.args)
+
+
+def _fold(f, parts):
+    out = parts[0]
+    for p in parts[1:]:
+        out = f(out, p)
+    return out
 
 
 def _is_symbolic(d):
@@ -191,10 +211,12 @@ class MaskedInterpreter(torch.fx.Interpreter):
 
     # -- sizes -------------------------------------------------------------------
     def _prefix(self, sym, dim, rank, size, device):
+        """The mask of a dim of padded size `size` whose real extent is `sym` (a
+        symbol or an expression of them, e.g. s0 + 1 after a cat)."""
         key = (sym, size)
         m = self._prefixes.get(key)
-        if m is None:  # one iota and compare per symbol, reshaped where used
-            m = torch.arange(size, device=device) < self.real_sizes[sym]
+        if m is None:  # one iota and compare per extent, reshaped where used
+            m = torch.arange(size, device=device) < self.real_extent(sym)
             self._prefixes[key] = m
         shape = [1] * rank
         shape[dim] = size
@@ -203,6 +225,35 @@ class MaskedInterpreter(torch.fx.Interpreter):
         if v is None:
             v = self._prefixes[key] = m.view(shape)
         return v
+
+    def real_extent(self, e):
+        """The real value of a size expression: a 0-dim int64 tensor computed from
+        the real sizes (program inputs), or an int. Sums, products, min and max of
+        symbols; anything else is Unsupported."""
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return int(e)
+        if isinstance(e, sympy.Symbol):
+            if e not in self.real_sizes:
+                raise Unsupported(f"a size {e} that no input gives")
+            return self.real_sizes[e]
+        parts = [self.real_extent(a) for a in e.args]
+        if isinstance(e, sympy.Add):
+            return _fold(operator.add, parts)
+        if isinstance(e, sympy.Mul):
+            return _fold(operator.mul, parts)
+        if isinstance(e, sympy.Min):
+            return _fold(lambda a, b: torch.minimum(torch.as_tensor(a), torch.as_tensor(b)), parts)
+        if isinstance(e, sympy.Max):
+            return _fold(lambda a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)), parts)
+        raise Unsupported(f"a size {e} whose real value is not a sum or product of sizes")
+
+    def _extent_known(self, e):
+        try:
+            self.real_extent(e)
+            return True
+        except Unsupported:
+            return False
 
     def _shape_mask(self, meta, value, mask):
         """ANDs the prefix mask of every dim whose size is exactly one symbol; checks
@@ -217,9 +268,12 @@ class MaskedInterpreter(torch.fx.Interpreter):
             e = _expr(size)
             if mask is not None and mask.dim() == value.dim() and mask.shape[d] != 1:
                 continue  # propagated: it already says which positions are real
-            if isinstance(e, sympy.Symbol) and e in self.real_sizes:
+            if (isinstance(e, sympy.Symbol) and e in self.real_sizes) or (
+                    _is_sum(e) and self._extent_known(e)):
                 # a padded size made from real data only (arange(n), a slice of a
-                # buffer): the positions past the real size are padding all the same
+                # buffer): the positions past the real size are padding all the same.
+                # Not a product of symbols: a flattened input padded at its end would
+                # not be in the row-major padded order its views assume.
                 mask = _and(mask if mask is None else _full_rank(mask, value.dim()),
                             self._prefix(e, d, value.dim(), value.shape[d], value.device))
             else:
@@ -254,6 +308,54 @@ class MaskedInterpreter(torch.fx.Interpreter):
             self.masks[n] = m
             return out
 
+    def _sizes_as_runtime_values(self, n, args):
+        """A pointwise op given a size as a scalar (the backward of a mean over a
+        padded dim divides by it) gets the real size instead: a 0-dim tensor computed
+        from the runtime sizes, through the op's tensor overload. Sizes it cannot
+        compute (1 / sqrt(s)) stay for _check_value_args to refuse."""
+        new, changed = list(args), False
+        for k, a in enumerate(n.args):
+            if _symbolic_node(a) and isinstance(a.meta["val"], torch.SymInt) and \
+                    not a.meta["val"].node.expr.free_symbols <= self.exact:
+                try:
+                    v = self.real_extent(_expr(a.meta["val"]))
+                except Unsupported:
+                    return None
+                ref = next((x for x in args if isinstance(x, torch.Tensor)), None)
+                if ref is None:
+                    return None
+                new[k] = torch.as_tensor(v, device=ref.device)
+                changed = True
+        return new if changed else None
+
+    def compact_outputs(self, outs):
+        """Outputs with a dim whose size is a product of symbols (a flattened view of
+        padded dims: real positions scattered through it) get their real positions
+        moved to the front, in order, so that slicing back to the real size gives
+        the unpadded value: a stable sort of the positions by "is padding"."""
+        out_node = next(n for n in self.module.graph.nodes if n.op == "output")
+        nodes = out_node.args[0]
+        res = list(outs)
+        for k, (node, o) in enumerate(zip(nodes, outs)):
+            meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+            if not isinstance(o, torch.Tensor) or not isinstance(meta, torch.Tensor):
+                continue
+            m = self._mask_of(node)
+            for d, size in enumerate(meta.shape):
+                e = _expr(size)
+                if e.is_number or isinstance(e, sympy.Symbol) or _is_sum(e):
+                    continue
+                if m is None or m.shape[d] == 1:
+                    raise Unsupported(f"an output of size {e} with no mask along it")
+                along = m
+                for dd in range(m.dim()):
+                    if dd != d and along.shape[dd] != 1:
+                        along = along.any(dd, keepdim=True)
+                along = along.reshape(-1)
+                perm = torch.sort(torch.logical_not(along).to(torch.int32), stable=True).indices
+                res[k] = torch.index_select(res[k], d, perm)
+        return type(outs)(res) if isinstance(outs, tuple) else res
+
     @staticmethod
     def _lift(m, value):
         return m if m is None else _full_rank(m, value.dim())
@@ -275,9 +377,14 @@ class MaskedInterpreter(torch.fx.Interpreter):
             return t(*args, **kwargs), None
         if t in _SIZE_QUERIES:
             return t(*args, **kwargs), None  # the bucket's sizes, as the graph's arithmetic expects
+        if torch.Tag.pointwise in t.tags:
+            runtime = self._sizes_as_runtime_values(n, args)
+            if runtime is not None:  # through the op's tensor overload
+                return self._pointwise(n, runtime, kwargs, call=t.overloadpacket)
         _check_value_args(n, self.exact)
-        if not any(m is not None for m in in_masks) and not any(
-                isinstance(self._mask_of(a), torch.Tensor) for a in kwargs.values()):
+        listed = [self._mask_of(x) for a in n.args if isinstance(a, (list, tuple)) for x in a]
+        if not any(m is not None for m in in_masks + listed) and not any(
+                isinstance(self._mask_of(a), torch.Tensor) for a in n.kwargs.values()):
             return t(*args, **kwargs), None  # nothing padded flows in
         rule = _RULES.get(t)
         if rule is not None:
@@ -286,8 +393,8 @@ class MaskedInterpreter(torch.fx.Interpreter):
             return self._pointwise(n, args, kwargs)
         raise Unsupported(f"no padding rule for {t} on a padded input")
 
-    def _pointwise(self, n, args, kwargs):
-        out = n.target(*args, **kwargs)
+    def _pointwise(self, n, args, kwargs, call=None):
+        out = (call or n.target)(*args, **kwargs)
         ref = out[0] if isinstance(out, (tuple, list)) else out
         m = None
         for a in list(n.args) + list(n.kwargs.values()):
@@ -371,11 +478,22 @@ def _view_rule(it, n, args, kwargs, ms):
 
 
 def _dim_extent(it, n, dim):
-    """The symbol that is the whole size of dim `dim` of node n's first input, or None."""
+    """The real extent of dim `dim` of node n's first input when its real positions
+    are a prefix: one symbol, or a sum of them (a cat along padded dims); None
+    otherwise (a flattened product of padded dims is not a prefix)."""
     meta = n.args[0].meta.get("val")
-    size = meta.shape[dim]
-    e = _expr(size)
-    return e if isinstance(e, sympy.Symbol) and e in it.real_sizes else None
+    e = _expr(meta.shape[dim])
+    if isinstance(e, sympy.Symbol):
+        return e if e in it.real_sizes else None
+    if _is_sum(e) and e.free_symbols <= set(it.real_sizes):
+        return e
+    return None
+
+
+def _size_ref(e):
+    """How a check's message names a size: a symbol is filled in with its real
+    value when the message is raised; an expression is shown as is."""
+    return "{%s}" % e if isinstance(e, sympy.Symbol) else f"{e}"
 
 
 def _select_rule(it, n, args, kwargs, ms):
@@ -388,33 +506,111 @@ def _select_rule(it, n, args, kwargs, ms):
         raise Unsupported("select along a padded dim that is not one symbol")
     if index >= 0:
         it.host_checks.append((sympy.Gt(sym, index), f"index {index} is out of bounds for dimension "
-                                                    f"{dim} of size {{{sym}}}"))
+                                                    f"{dim} of size {_size_ref(sym)}"))
         out = n.target(*args, **kwargs)
     else:  # counted from the real end: a runtime index
         it.host_checks.append((sympy.Ge(sym + index, 0), f"index {index} is out of bounds for "
-                                                        f"dimension {dim} of size {{{sym}}}"))
-        i = (it.real_sizes[sym] + index).view(1)
+                                                        f"dimension {dim} of size {_size_ref(sym)}"))
+        i = (it.real_extent(sym) + index).view(1)
         out = torch.index_select(x, dim, i).squeeze(dim)
     return out, m.any(dim)  # the selected position is real
 
 
+def _grows_with_sizes(e):
+    """True when expression e (a slice bound) is at least as large at the bucket's
+    sizes as at the real ones: a polynomial whose symbol terms are all positive."""
+    e = sympy.sympify(e)
+    if e.is_number:
+        return True
+    try:
+        poly = sympy.Poly(e, *sorted(e.free_symbols, key=str))
+    except sympy.PolynomialError:
+        return False
+    return all(c > 0 for monom, c in poly.terms() if any(monom))
+
+
 def _slice_rule(it, n, args, kwargs, ms):
+    """x[..., start:end] along a padded dim (whose real positions are a prefix):
+    the same positions of the padded value hold the same values when start counts
+    from the beginning (a static start >= 0); the result's real extent is its
+    traced size (s - 1 for x[:, :-1], s for x[:, 0:s] of a cat of size s + 1)."""
     x, m = args[0], ms[0]
     dim = (args[1] if len(args) > 1 else 0) % x.dim()
     out = n.target(*args, **kwargs)
     if m is None or m.shape[dim] == 1:
         return out, m
-    start = args[2] if len(args) > 2 else None
-    end = args[3] if len(args) > 3 else None
-    step = args[4] if len(args) > 4 else 1
+    node_start = n.args[2] if len(n.args) > 2 else None
     node_end = n.args[3] if len(n.args) > 3 else None
-    full_end = end is None or (isinstance(end, int) and end >= x.shape[dim] and not isinstance(node_end, torch.fx.Node))
-    if isinstance(node_end, torch.fx.Node):
-        full_end = _expr(node_end.meta.get("val")) == _expr(n.args[0].meta["val"].shape[dim])
-    if start is not None and (not isinstance(start, int) or start < 0) or not (
-            full_end or (isinstance(end, int) and end >= 0)) or step != 1:
-        raise Unsupported("slice of a padded dim from its end")
-    return out, torch.ops.aten.slice.Tensor(m, dim, start, end, step)
+    step = args[4] if len(args) > 4 else 1
+    if isinstance(node_start, torch.fx.Node) or (node_start is not None and node_start < 0) or step != 1:
+        raise Unsupported("slice of a padded dim from its end (or with a step)")
+    if isinstance(node_end, torch.fx.Node) and not _grows_with_sizes(_expr(node_end.meta.get("val"))):
+        raise Unsupported(f"slice of a padded dim up to {node_end.meta.get('val')}")
+    start = args[2] if len(args) > 2 and args[2] is not None else 0
+    end = args[3] if len(args) > 3 and args[3] is not None else x.shape[dim]
+    mask = torch.ops.aten.slice.Tensor(m, dim, start, end, step)
+    if _dim_extent(it, n, dim) is None:
+        raise Unsupported("slice along a padded dim whose real positions are not a prefix")
+    size = n.meta["val"].shape[dim]
+    if _is_symbolic(size):
+        mask = _and(mask, it._prefix(_expr(size), dim, out.dim(), out.shape[dim], out.device))
+    return out, mask
+
+
+def _cat_rule(it, n, args, kwargs, ms):
+    """cat along a padded dim: the real parts of the pieces, one after the other,
+    then the padding. Where only the last piece is padded along the dim the plain
+    cat is that layout; otherwise a gather with runtime offsets moves each piece's
+    real part right after the previous one's. Along the other dims, a position is
+    real where it is in the pieces."""
+    tensors = list(args[0])
+    nodes = list(n.args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    out = n.target(*args, **kwargs)
+    dim %= out.dim()
+    keep = [k for k, t in enumerate(tensors) if not (t.dim() == 1 and t.shape[0] == 0)]  # legacy empties
+    metas = [nodes[k].meta.get("val") for k in keep]
+    masks = [None if it._mask_of(nodes[k]) is None else _full_rank(it._mask_of(nodes[k]), out.dim())
+             for k in keep]
+    other = None  # the mask along the other dims
+    for mk in masks:
+        if mk is not None:
+            other = _and(other, mk.any(dim, keepdim=True) if mk.shape[dim] != 1 else mk)
+    padded = [k for k, me in enumerate(metas) if _is_symbolic(me.shape[dim])]
+    if any(not (isinstance(_expr(metas[k].shape[dim]), sympy.Symbol) or _is_sum(_expr(metas[k].shape[dim])))
+           for k in padded):
+        raise Unsupported("cat along a padded dim whose real positions are not a prefix")
+    size = n.meta["val"].shape[dim]
+    if not padded:
+        return out, other
+    if padded != [len(keep) - 1]:
+        # offsets of each piece in the padded value and in the real one
+        idx = torch.arange(out.shape[dim], device=out.device)
+        src = idx
+        pad_off, real_off = 0, 0
+        for k, (t, me) in enumerate(zip((tensors[i] for i in keep), metas)):
+            if k:
+                src = torch.where(idx >= real_off, idx - real_off + pad_off, src)
+            pad_off += t.shape[dim]
+            real_off = real_off + it.real_extent(_expr(me.shape[dim]))
+        src = torch.clamp(src, max=out.shape[dim] - 1)
+        out = torch.index_select(out, dim, src)
+    return out, _and(other, it._prefix(_expr(size), dim, out.dim(), out.shape[dim], out.device))
+
+
+def _split_rule(it, n, args, kwargs, ms):
+    """split/unbind along a dim that is not padded: each piece keeps the mask."""
+    x, m = args[0], ms[0]
+    if n.target is aten.unbind.int:
+        dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % x.dim()
+    else:
+        dim = (args[2] if len(args) > 2 else kwargs.get("dim", 0)) % x.dim()
+    mm = None if m is None else _full_rank(m, x.dim())
+    if mm is not None and mm.shape[dim] != 1:
+        raise Unsupported(f"{n.target} along a padded dim")
+    out = n.target(*args, **kwargs)
+    piece = mm if n.target is not aten.unbind.int or mm is None else mm.squeeze(dim)
+    return out, tuple(piece for _ in out)
 
 
 def _sum_rule(it, n, args, kwargs, ms):
@@ -593,7 +789,7 @@ def _topk_rule(it, n, args, kwargs, ms):
     if sym is None or isinstance(k, torch.SymInt):
         raise Unsupported("topk along a padded dim that is not one symbol")
     it.host_checks.append((sympy.Ge(sym, k), f"selected index k={k} out of range for dimension "
-                                            f"{dim} of size {{{sym}}}"))
+                                            f"{dim} of size {_size_ref(sym)}"))
     xf = _fill(x, mm, _low(x.dtype) if largest else _high(x.dtype))
     out = n.target(xf, *args[1:], **kwargs)
     r = mm.narrow(dim, 0, 1)  # the k results of a real row are real
@@ -640,13 +836,13 @@ def _checked_index(it, n, idx, mi, src_mask, dim):
     sym = _dim_extent(it, n, dim)
     if sym is None:
         raise Unsupported("indexing into a padded dim that is not one symbol")
-    real = it.real_sizes[sym]
+    real = it.real_extent(sym)
     idx = torch.where(idx < 0, idx + real, idx)
     bad = torch.logical_or(idx < 0, idx >= real)
     if mi is not None:
         bad = torch.logical_and(bad, mi)
     it.device_checks.append((bad.any(), f"index out of range in dimension {dim} of a tensor of "
-                                        f"dynamic size {{{sym}}}"))
+                                        f"dynamic size {_size_ref(sym)}"))
     return torch.where(bad, torch.zeros_like(idx), idx)
 
 
@@ -712,6 +908,55 @@ def _sdpa_rule(it, n, args, kwargs, ms):
     return out, m
 
 
+# -- backward ops (training graphs): the padding must add nothing to what they sum -----
+
+def _softmax_backward_rule(it, n, args, kwargs, ms):
+    # (grad, output, dim, input_dtype): zeros in both at pad positions keep
+    # sum(grad * output) over the dim (and the log version's sum(grad)) real
+    g, y, dim = args[0], args[1], args[2] % args[0].dim()
+    m = _and(None if ms[0] is None else _full_rank(ms[0], g.dim()),
+             None if ms[1] is None else _full_rank(ms[1], g.dim()))
+    if m is not None and m.shape[dim] != 1:
+        g = _fill(g, m, 0)
+        if n.target is aten._softmax_backward_data.default:
+            y = _fill(y, m, 0)
+    return n.target(g, y, *args[2:], **kwargs), m
+
+
+def _layer_norm_backward_rule(it, n, args, kwargs, ms):
+    # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask): the
+    # weight and bias gradients sum over the rows, padded ones included
+    g, x, shape, mean, rstd = args[:5]
+    k = len(shape)
+    m = _and(None if ms[0] is None else _full_rank(ms[0], g.dim()),
+             None if ms[1] is None else _full_rank(ms[1], x.dim()))
+    if any(d >= x.dim() - k for d in _padded_dims(m)):
+        raise Unsupported("layer norm backward over a padded dim")
+    if any(mm is not None for mm in ms[5:7]):
+        raise Unsupported("padded layer norm weights")
+    rows = None if m is None else m  # size 1 along the normalized dims
+    g, x = _fill(g, rows, 0), _fill(x, rows, 0)
+    mean, rstd = _fill(mean, rows, 0), _fill(rstd, rows, 0)
+    out = n.target(g, x, shape, mean, rstd, *args[5:], **kwargs)
+    return out, (rows, None, None)
+
+
+def _embedding_backward_rule(it, n, args, kwargs, ms):
+    # (grad, indices, num_weights, padding_idx, scale_grad_by_freq): pad positions
+    # add a zero gradient to row 0
+    g, idx = args[0], args[1]
+    scale = args[4] if len(args) > 4 else kwargs.get("scale_grad_by_freq", False)
+    mi = None if ms[1] is None else _full_rank(ms[1], idx.dim())
+    mg = None if ms[0] is None else _full_rank(ms[0], g.dim())
+    rows = _and(mi, None if mg is None else _reduce_mask(mg, [g.dim() - 1], False))
+    if rows is not None and scale:
+        raise Unsupported("embedding backward with scale_grad_by_freq on padded indices")
+    if rows is not None:
+        idx = _fill(idx, rows, 0)
+        g = _fill(g, rows.unsqueeze(-1), 0)
+    return n.target(g, idx, *args[2:], **kwargs), None
+
+
 _RULES = {}
 for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
             aten.t.default, aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim,
@@ -719,6 +964,13 @@ for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, 
     _RULES[_op] = _view_rule
 _RULES[aten.select.int] = _select_rule
 _RULES[aten.slice.Tensor] = _slice_rule
+_RULES[aten.cat.default] = _cat_rule
+_RULES[aten._softmax_backward_data.default] = _softmax_backward_rule
+_RULES[aten._log_softmax_backward_data.default] = _softmax_backward_rule
+_RULES[aten.native_layer_norm_backward.default] = _layer_norm_backward_rule
+_RULES[aten.embedding_dense_backward.default] = _embedding_backward_rule
+for _op in (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int):
+    _RULES[_op] = _split_rule
 for _op in _SUM_LIKE:
     _RULES[_op] = _sum_rule
 _RULES[aten.mean.dim] = _mean_rule
