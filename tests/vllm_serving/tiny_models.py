@@ -37,7 +37,7 @@ def save_tokenizer(path, vocab_size=512):
 
 
 def save_model(path, arch="llama", seed=0, **overrides):
-    """Writes a tiny checkpoint of `arch` (llama, qwen3, qwen3_moe) to `path`."""
+    """Writes a tiny checkpoint of `arch` (llama, mistral, qwen3, qwen3_moe) to `path`."""
     import transformers
 
     os.makedirs(path, exist_ok=True)
@@ -50,6 +50,9 @@ def save_model(path, arch="llama", seed=0, **overrides):
     if arch == "llama":
         config = transformers.LlamaConfig(**{**common, **overrides})
         cls = transformers.LlamaForCausalLM
+    elif arch == "mistral":  # sliding_window (None unless given) applies to every layer
+        config = transformers.MistralConfig(**{**common, "sliding_window": None, **overrides})
+        cls = transformers.MistralForCausalLM
     elif arch == "qwen3":
         config = transformers.Qwen3Config(**{**common, "head_dim": 16, **overrides})
         cls = transformers.Qwen3ForCausalLM

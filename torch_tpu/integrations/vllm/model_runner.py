@@ -97,6 +97,15 @@ class TpuModelRunner:
         return specs
 
     def initialize_kv_cache(self, kv_cache_config) -> None:
+        # One group: every layer full attention, or every layer sliding with one window
+        # (block ids of requests are group 0's). Models that mix the two (Gemma 2/3) get
+        # a group each, with block tables of their own.
+        if len(kv_cache_config.kv_cache_groups) != 1:
+            raise NotImplementedError(
+                "torch_tpu's model runner supports one KV-cache group (all layers full "
+                "attention, or all sliding-window with one window); this model has "
+                f"{len(kv_cache_config.kv_cache_groups)}: "
+                f"{[type(g.kv_cache_spec).__name__ for g in kv_cache_config.kv_cache_groups]}")
         spec_of = {name: g.kv_cache_spec for g in kv_cache_config.kv_cache_groups
                    for name in g.layer_names}
         # One tensor per layer (vLLM's byte layout is for kernels that view one backing
