@@ -103,9 +103,10 @@ class TpuModelRunner:
         return specs
 
     def initialize_kv_cache(self, kv_cache_config) -> None:
-        # One group: every layer full attention, or every layer sliding with one window
-        # (block ids of requests are group 0's). Models that mix the two (Gemma 2/3) get
-        # a group each, with block tables of their own.
+        # Block ids of requests are group 0's. One group: every layer full attention,
+        # every layer sliding with one window, or (the platform declines vLLM's hybrid
+        # KV-cache manager) a mix of the two (Gemma 2) kept as full-attention blocks;
+        # each layer's attention applies its own window either way.
         if len(kv_cache_config.kv_cache_groups) != 1:
             raise NotImplementedError(
                 "torch_tpu's model runner supports one KV-cache group (all layers full "
@@ -294,8 +295,9 @@ class TpuModelRunner:
     # ---- warm-up ------------------------------------------------------------------
     @torch.no_grad()
     def warm_up(self) -> None:
-        """Runs every (token bucket, request bucket) shape once: forward, greedy and
-        random sampling; afterwards a step of any size compiles nothing."""
+        """Runs every shape once: the model per token bucket, the logits gather and
+        greedy and random sampling per (token bucket, request bucket); afterwards a step
+        of any size compiles nothing."""
         # The host tier would run tiny integer ops of a new shape on the host and
         # compile them later, after warm-up; here every op compiles now.
         with torch_tpu.debug.host_tier(False):
