@@ -37,7 +37,8 @@ def save_tokenizer(path, vocab_size=512):
 
 
 def save_model(path, arch="llama", seed=0, **overrides):
-    """Writes a tiny checkpoint of `arch` (llama, qwen3, qwen3_moe) to `path`."""
+    """Writes a tiny checkpoint of `arch` (llama, mistral, gemma2, qwen3, qwen3_moe) to
+    `path`."""
     import transformers
 
     os.makedirs(path, exist_ok=True)
@@ -50,6 +51,14 @@ def save_model(path, arch="llama", seed=0, **overrides):
     if arch == "llama":
         config = transformers.LlamaConfig(**{**common, **overrides})
         cls = transformers.LlamaForCausalLM
+    elif arch == "mistral":  # sliding_window (None unless given) applies to every layer
+        config = transformers.MistralConfig(**{**common, "sliding_window": None, **overrides})
+        cls = transformers.MistralForCausalLM
+    elif arch == "gemma2":  # layers alternate sliding and full attention; soft caps
+        # vLLM's Gemma 2 always ties the output projection to the embedding.
+        config = transformers.Gemma2Config(**{**common, "head_dim": 16,
+                                              "tie_word_embeddings": True, **overrides})
+        cls = transformers.Gemma2ForCausalLM
     elif arch == "qwen3":
         config = transformers.Qwen3Config(**{**common, "head_dim": 16, **overrides})
         cls = transformers.Qwen3ForCausalLM

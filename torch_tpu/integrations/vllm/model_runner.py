@@ -6,12 +6,18 @@ so every device program has one of a fixed set of shapes, and warm_up() runs eac
 shape once before serving. Padding tokens write nowhere (slot -1) and padding requests
 have no tokens; their outputs are dropped on the host.
 
+The model's forward depends on T alone: the attention metadata (a few integers per
+request) always has max_num_seqs rows, so one model program serves every request count
+of a token bucket. Only the logits gather and the sampler, which are small, take the
+request bucket R.
+
 Two ways to run the model, chosen with vLLM's `additional_config={"torch_tpu_compile":
 True}` (`--additional-config` of `vllm serve`): eagerly, op by op (the default), or
 compiled: `torch.compile(backend="tpu")` of the model's forward, one fused program per
-(token bucket, request bucket) shape, all made during warm-up. The sampler runs eagerly
+token bucket, all made during warm-up. The sampler runs eagerly
 either way.
 """
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,6 +103,16 @@ class TpuModelRunner:
         return specs
 
     def initialize_kv_cache(self, kv_cache_config) -> None:
+        # Block ids of requests are group 0's. One group: every layer full attention,
+        # every layer sliding with one window, or (the platform declines vLLM's hybrid
+        # KV-cache manager) a mix of the two (Gemma 2) kept as full-attention blocks;
+        # each layer's attention applies its own window either way.
+        if len(kv_cache_config.kv_cache_groups) != 1:
+            raise NotImplementedError(
+                "torch_tpu's model runner supports one KV-cache group (all layers full "
+                "attention, or all sliding-window with one window); this model has "
+                f"{len(kv_cache_config.kv_cache_groups)}: "
+                f"{[type(g.kv_cache_spec).__name__ for g in kv_cache_config.kv_cache_groups]}")
         spec_of = {name: g.kv_cache_spec for g in kv_cache_config.kv_cache_groups
                    for name in g.layer_names}
         # One tensor per layer (vLLM's byte layout is for kernels that view one backing
@@ -146,17 +162,20 @@ class TpuModelRunner:
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array).to(self.device)
 
-    def _forward(self, input_ids, positions, meta: TpuAttentionMetadata, logits_indices):
+    def _run_model(self, input_ids, positions, meta: TpuAttentionMetadata):
+        """Hidden states [T, hidden] of a padded batch (metadata of max_num_seqs rows)."""
         attn = {name: meta for name in self.layer_names}
         with set_forward_context(attn, self.vllm_config, num_tokens=input_ids.shape[0],
                                  slot_mapping={}):
             if self.compiled:
-                # Dynamo keeps one graph per (tokens, requests) bucket: allow them all.
-                limit = len(self.token_buckets) * len(self.req_buckets) + 8
+                # Dynamo keeps one graph per token bucket: allow them all.
+                limit = len(self.token_buckets) + 8
                 with torch._dynamo.config.patch(recompile_limit=limit):
-                    hidden = self._model_fn(input_ids=input_ids, positions=positions)
-            else:
-                hidden = self.model(input_ids=input_ids, positions=positions)
+                    return self._model_fn(input_ids=input_ids, positions=positions)
+            return self.model(input_ids=input_ids, positions=positions)
+
+    def _forward(self, input_ids, positions, meta: TpuAttentionMetadata, logits_indices):
+        hidden = self._run_model(input_ids, positions, meta)
         return self.model.compute_logits(hidden[logits_indices])
 
     def _build_batch(self, req_ids, num_scheduled):
@@ -167,9 +186,7 @@ class TpuModelRunner:
         input_ids = np.zeros(T_pad, np.int32)
         positions = np.zeros(T_pad, np.int64)
         slots = np.full(T_pad, -1, np.int64)
-        block_tables = np.zeros((R_pad, self.max_blocks_per_req), np.int32)
-        seq_lens = np.zeros(R_pad, np.int32)
-        qsl = np.full(R_pad + 1, T, np.int32)
+        block_tables, seq_lens, qsl = self._empty_metadata(T)
         logits_indices = np.zeros(R_pad, np.int64)
         start = 0
         for r, req_id in enumerate(req_ids):
@@ -189,6 +206,13 @@ class TpuModelRunner:
                                     self._to_device(block_tables), self._to_device(slots))
         return (self._to_device(input_ids), self._to_device(positions), meta,
                 self._to_device(logits_indices), R_pad)
+
+    def _empty_metadata(self, T: int):
+        """Block tables, seq_lens and query_start_loc of max_num_seqs requests, all
+        padding (no tokens: every query start is T)."""
+        R = self.max_num_reqs
+        return (np.zeros((R, self.max_blocks_per_req), np.int32), np.zeros(R, np.int32),
+                np.full(R + 1, T, np.int32))
 
     def _sampling_metadata(self, reqs: list[_Request], R_pad: int) -> SamplingMetadata:
         params = [r.params for r in reqs]
@@ -271,30 +295,38 @@ class TpuModelRunner:
     # ---- warm-up ------------------------------------------------------------------
     @torch.no_grad()
     def warm_up(self) -> None:
-        """Runs every (token bucket, request bucket) shape once: forward, greedy and
-        random sampling; afterwards a step of any size compiles nothing."""
+        """Runs every shape once: the model per token bucket, the logits gather and
+        greedy and random sampling per (token bucket, request bucket); afterwards a step
+        of any size compiles nothing."""
         # The host tier would run tiny integer ops of a new shape on the host and
         # compile them later, after warm-up; here every op compiles now.
         with torch_tpu.debug.host_tier(False):
             self._warm_up_all()
 
     def _warm_up_all(self) -> None:
+        """The model once per token bucket; the logits gather and the sampler once per
+        (token bucket, request bucket) pair with R <= T."""
         self.num_warmup_shapes = 0
+        self.warmup_seconds_per_token_bucket = {}
         for T in self.token_buckets:
+            start = time.perf_counter()
+            tables, lens, qsl = self._empty_metadata(0)
+            meta = TpuAttentionMetadata(self._to_device(qsl), self._to_device(lens),
+                                        self._to_device(tables),
+                                        self._to_device(np.full(T, -1, np.int64)))
+            hidden = self._run_model(self._to_device(np.zeros(T, np.int32)),
+                                     self._to_device(np.zeros(T, np.int64)), meta)
             for R in self.req_buckets:
                 if R > T:
                     continue
-                meta = TpuAttentionMetadata(
-                    self._to_device(np.zeros(R + 1, np.int32)),
-                    self._to_device(np.zeros(R, np.int32)),
-                    self._to_device(np.zeros((R, self.max_blocks_per_req), np.int32)),
-                    self._to_device(np.full(T, -1, np.int64)))
-                logits = self._forward(self._to_device(np.zeros(T, np.int32)),
-                                       self._to_device(np.zeros(T, np.int64)), meta,
-                                       self._to_device(np.zeros(R, np.int64)))
+                logits = self.model.compute_logits(
+                    hidden[self._to_device(np.zeros(R, np.int64))])
                 self._warm_up_sampler(logits, R)
                 self.num_warmup_shapes += 1
-        torch.tpu.synchronize()
+            torch.tpu.synchronize()
+            self.warmup_seconds_per_token_bucket[T] = time.perf_counter() - start
+            logger.info("torch_tpu: warm-up of token bucket %d took %.1f s", T,
+                        self.warmup_seconds_per_token_bucket[T])
 
     def _warm_up_sampler(self, logits, R: int) -> None:
         from vllm.sampling_params import SamplingParams
