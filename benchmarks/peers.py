@@ -46,6 +46,7 @@ when its device work has (the loss read on the host, then the device waited for)
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -343,9 +344,9 @@ def child(args):
                 reply(dict(first=warmup[0], warmup=warmup, version=version,
                            first_compiles=first_compiles, compiles=counts()))
             elif cmd == "step":
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 losses.append(step())
-                reply(dict(time=time.perf_counter() - t))
+                reply(dict(time=time.perf_counter() - t, cpu=time.process_time() - c))
             elif cmd == "done":
                 reply(dict(losses=losses, compiles=counts()))
                 return
@@ -434,23 +435,30 @@ def table(results, args):
     lines = [f"GPT {args.layers} layers x {args.width}, context {args.context}, batch "
              f"{args.batch}, AdamW; median of {args.steps} steps after {args.warmup} warm-up "
              f"(rounds interleaved); {os.cpu_count()} CPUs"
-             + (f", {args.threads} PyTorch thread(s)" if args.threads else ""), "",
-             "| step | mode | median ms | first ms | end of 3rd step ms | programs compiled "
+             + (f", {args.threads} PyTorch thread(s)" if args.threads else "")
+             + f"; load average {args.load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at "
+             "the end", "",
+             "CPU ms: the process's CPU time in the step, all its threads (what a loaded "
+             "machine changes least; wall time there is mostly the share of the cores a "
+             "process gets).", "",
+             "| step | mode | median ms | CPU ms | first ms | end of 3rd step ms | programs compiled "
              "| vs CPU eager | vs Strict Eager | max loss diff vs CPU eager | version |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for kind, rows in results.items():
         cpu = rows.get("cpu_eager", {}).get("median")
         strict = rows.get("strict_eager", {}).get("median")
         for m, r in rows.items():
             if "error" in r:
-                lines.append(f"| {kind} | {m} | error: {r['error']} | | | | | | | |")
+                lines.append(f"| {kind} | {m} | error: {r['error']} | | | | | | | | |")
                 continue
             ratio = lambda base: f"{base / r['median']:.2f}x" if base else "-"  # noqa: E731
             gap = r.get("loss_gap")
             warm = r.get("warmup") or []
             third = f"{1e3 * sum(warm[:3]):.0f}" if len(warm) >= 3 else "-"
             compiles = "-" if r.get("compiles") is None else str(r["compiles"])
-            lines.append(f"| {kind} | {m} | {1e3 * r['median']:.1f} | {1e3 * r['first']:.1f} | "
+            cpu_ms = f"{1e3 * statistics.median(r['cpus']):.1f}" if r.get("cpus") else "-"
+            lines.append(f"| {kind} | {m} | {1e3 * r['median']:.1f} | {cpu_ms} | "
+                         f"{1e3 * r['first']:.1f} | "
                          f"{third} | {compiles} | {ratio(cpu)} | {ratio(strict)} | "
                          f"{'-' if gap is None else format(gap, '.2e')} | {r.get('version', '')} |")
     lines.append("")
@@ -467,6 +475,9 @@ def table(results, args):
             ta, tb = ra.get("median"), rb.get("median")
             if ta and tb:
                 line = f"- {kind}: {what}: {tb / ta:.2f}x faster"
+                if ra.get("cpus") and rb.get("cpus"):
+                    ca, cb = statistics.median(ra["cpus"]), statistics.median(rb["cpus"])
+                    line += f" (CPU time {cb / ca:.2f}x less)"
                 wa, wb = ra.get("warmup") or [], rb.get("warmup") or []
                 if len(wa) >= 3 and len(wb) >= 3:
                     line += (f" (first step {wb[0] / wa[0]:.2f}x, end of 3rd step "
@@ -525,6 +536,7 @@ def main():
     if any(k not in ("train", "infer") for k in kinds):
         p.error("--kinds takes train, infer or both")
     import tempfile
+    args.load = os.getloadavg()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="torch_tpu_peers_") as tmp:
         args.cache = tmp

@@ -57,6 +57,8 @@ def measure(modes, make, steps):
             r = c.ask("step")
             if r:
                 rows[m]["times"].append(r.pop("time"))
+                if "cpu" in r:  # the process's CPU time in the step (all its threads)
+                    rows[m].setdefault("cpus", []).append(r.pop("cpu"))
                 rows[m].update(r)
     for m, c in children.items():
         r = c.ask("done")

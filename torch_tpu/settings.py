@@ -48,6 +48,13 @@ SETTINGS = (
     _S("TORCH_TPU_LOG_LEVEL", "choice", "warning",
        "`info` or `debug` let the PJRT plugin's start-up log lines through (by default they are "
        "shown only when the plugin fails to start).", choices=("debug", "info", "warning", "error")),
+    _S("TORCH_TPU_CPU_THREADS", "int", "",
+       "Threads of the CPU plugin's pools (its workers and the intra-op pool that parallel "
+       "loops and matrix products use), passed as XLA's NPROC when the client starts; an "
+       "NPROC already set wins. Unset: the CPUs the process may use, and at least 4: with one "
+       "thread per core, a thread that loses its core stalls every parallel loop that waits "
+       "on it, which on a shared 2-core machine doubled the step (docs/performance.md).",
+       scope="c++", minimum=1),
     _S("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "bool", "1",
        "On the CPU plugin, glibc keeps freed memory for reuse instead of returning it to the "
        "system (`torch.tpu.empty_cache()` returns it). Off when GLIBC_TUNABLES or a MALLOC_*_ "
