@@ -87,6 +87,10 @@ SETTINGS = (
        "later ops are recorded; the programs run in order at the next sync point. Unset: on "
        "only where the process may use at least 4 CPUs (on 2 it measured no gain).",
        scope="c++"),
+    _S("TORCH_TPU_COMPILE_LOG_SECONDS", "float", "5",
+       "A compile still running after this many seconds prints one line on stderr naming the "
+       "program (and another with its time when it ends), so a long cold start does not look "
+       "like a hang. `0`: no lines.", scope="c++"),
     _S("TORCH_TPU_COMPILE_THREADS", "int", "",
        "Threads of the background compile pool (pipelined compilation). `0` compiles on the "
        "calling thread. Unset: the CPUs the process may use, at most 8.", scope="c++",

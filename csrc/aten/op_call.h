@@ -31,9 +31,7 @@ struct Input {
   enum Kind { kSlot, kHost, kRng } kind = kSlot;
   std::shared_ptr<engine::Slot> slot;  // kSlot
   hlo::TensorType type;                // parameter type
-  char bytes[16] = {0};                // kHost rank 0 value; kRng (seed, offset) once drawn
-  std::vector<double> list;            // kHost rank 1 (scalar lists, as f64)
-  std::vector<int64_t> ilist;          // kHost rank 1 (scalar lists, as s64)
+  char bytes[16] = {0};                // kHost rank 0 value (a scalar list is one per element); kRng (seed, offset) once drawn
 };
 
 // A tensor argument: which input holds its storage and how it views it.

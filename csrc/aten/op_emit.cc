@@ -215,10 +215,9 @@ Emitted emit(const OpRecord& r, hlo::Builder& b, const std::vector<hlo::Value>& 
       case lower::Arg::kScalar:
         a.scalar = params[d.input];
         break;
-      case lower::Arg::kScalarList: {
-        hlo::Value l = params[d.input];
-        for (int64_t k = 0; k < l.dims()[0]; ++k)
-          a.scalars.push_back(b.reshape(b.slice(l, {k}, {k + 1}, {1}), {}));
+      case lower::Arg::kScalarList: {  // one rank-0 parameter per element (op_call.cc)
+        const size_t n = d.value.toListRef().size();
+        for (size_t k = 0; k < n; ++k) a.scalars.push_back(params[d.input + k]);
         break;
       }
       default: break;

@@ -205,9 +205,6 @@ const pjrt::Executable& Entry::executable(const std::string& what) {
 
 std::shared_ptr<pjrt::Buffer> host_input_buffer(const Input& in, int device) {
   if (in.kind == Input::kRng) return engine::upload(in.bytes, ElemType::U64, {2}, device);
-  if (!in.list.empty()) return engine::upload(in.list.data(), in.type.elem, in.type.dims, device);
-  if (!in.ilist.empty() || !in.type.dims.empty())
-    return engine::upload(in.ilist.data(), in.type.elem, in.type.dims, device);
   return scalar_buffer(in.bytes, in.type.elem, device);
 }
 

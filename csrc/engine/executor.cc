@@ -12,6 +12,7 @@
 
 #include "core/settings.h"
 #include "engine/async_errors.h"
+#include "engine/compile_progress.h"
 #include "engine/disk_cache.h"
 #include "engine/metrics.h"
 #include "engine/program_dump.h"
@@ -300,6 +301,7 @@ std::shared_ptr<pjrt::Executable> compile_program(const std::string& mlir, const
   if (!exe) {
     auto tc = std::chrono::steady_clock::now();
     try {
+      CompileWatch watch(what);
       exe = Runtime::get().client().compile(mlir, options);
     } catch (const pjrt::Error& e) {
       throw pjrt::Error(e.code(), "compiling " + what + " failed: " + e.what());

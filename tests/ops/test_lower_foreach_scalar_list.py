@@ -44,3 +44,30 @@ def test_a_scalar_list_op_converts_each_scalar_once(tmp_path):
     assert mlirs
     converts = sum(m.count("stablehlo.convert") for m in mlirs)
     assert converts <= 2 * N, converts
+
+
+def test_each_scalar_is_its_own_parameter_and_new_values_do_not_recompile(tmp_path):
+    # Sliced out of one list parameter, each tensor's kernel held its own constant
+    # index, so XLA compiled one kernel per tensor (AdamW on the GPT's 52 parameters:
+    # 52 kernels, 5x the compile time of one per shape). One parameter per scalar.
+    xs = [torch.randn(4, 3 + i % 2).to("tpu") for i in range(6)]  # shapes new here
+    torch.tpu.synchronize()
+    torch_tpu.cache.clear(memory=True, disk=False)
+    torch_tpu.debug.set_dump_dir(tmp_path)
+    try:
+        first = torch._foreach_div(xs, [1.0 + i for i in range(6)])
+        first[0].cpu()
+    finally:
+        torch_tpu.debug.set_dump_dir(None)
+    mlirs = [(tmp_path / f).read_text() for f in os.listdir(tmp_path) if f.endswith(".mlir")]
+    div = [m for m in mlirs if "stablehlo.divide" in m]
+    assert div and "stablehlo.slice" not in div[0]
+    assert div[0].count("tensor<f64>") >= 6
+    compiled = torch_tpu.debug.metrics()["programs_compiled"]
+    ints = [torch.arange(5).to("tpu") for _ in range(3)]
+    again = torch._foreach_div(xs, [3.0 - i / 4 for i in range(6)])  # other values: no compile
+    assert torch_tpu.debug.metrics()["programs_compiled"] == compiled
+    for x, y, s in zip(again, xs, [3.0 - i / 4 for i in range(6)]):
+        assert_close_cpu(x, y.cpu() / s)
+    for x, y in zip(torch._foreach_mul(ints, [2, -3, 4]), [torch.arange(5) * k for k in (2, -3, 4)]):
+        assert torch.equal(x.cpu(), y)
