@@ -13,6 +13,7 @@ less what was allocated before. Timings are medians over --rounds after one warm
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -74,12 +75,24 @@ def run_inference_row(args, row):
                 decode_tok_s=(args.new_tokens - 1) / max(f - p, 1e-9), cpu_fallbacks=fallback)
 
 
+def lr_at(step, args):
+    """Linear warm-up over --train-warmup steps to --train-lr, then cosine decay to a
+    tenth of it at the last step: without the warm-up, AdamW at the example's 3e-3
+    spikes in the first steps and a single run's final loss moves by several percent."""
+    if step < args.train_warmup:
+        return args.train_lr * (step + 1) / args.train_warmup
+    frac = (step - args.train_warmup) / max(args.train_steps - args.train_warmup - 1, 1)
+    return args.train_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+
+
 def run_training_row(args, row):
-    """The minGPT example (examples/mingpt) on its character corpus, AdamW, bfloat16
-    weights (or, with --train-autocast, float32 weights and bfloat16 autocast);
-    float8_train converts every linear but the tied output head (its vocabulary is not a
-    multiple of 16) with torchao's tensor-wise recipe. The same initial weights and
-    batches in both rows."""
+    """The minGPT example (examples/mingpt) on its character corpus, AdamW with warm-up
+    and cosine decay (lr_at), float32 weights and bfloat16 autocast (or, with
+    --train-bf16-weights, bfloat16 weights); float8_train converts every linear but the
+    tied output head (its vocabulary is not a multiple of 16) with torchao's tensor-wise
+    recipe. The same initial weights and batches (--train-seed) in both rows.
+    --train-device cpu runs the same training on PyTorch's CPU backend (the reference:
+    torchao's float8 there is PyTorch's own _scaled_mm)."""
     import torch
     import torch_tpu
     torch_tpu.set_execution_mode("defer_and_fuse")
@@ -90,19 +103,22 @@ def run_training_row(args, row):
     torch.manual_seed(args.train_seed)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=args.gpt_context,
                           n_layer=args.gpt_depth, n_head=4, n_embd=args.gpt_width))
-    model = (model if args.train_autocast else model.to(torch.bfloat16)).to("tpu")
+    dev = args.train_device
+    model = (model.to(torch.bfloat16) if args.train_bf16_weights else model).to(dev)
     if row == "float8_train":
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         convert_to_float8_training(
             model, config=Float8LinearConfig.from_recipe_name("tensorwise"),
             module_filter_fn=lambda m, name: name != "head")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr_at(0, args), weight_decay=0.01)
     g = torch.Generator().manual_seed(args.train_seed)
     losses, times = [], []
     for step in range(args.train_steps):
-        x, y = (t.to("tpu") for t in data.batch(args.gpt_batch, args.gpt_context, g))
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, args)
+        x, y = (t.to(dev) for t in data.batch(args.gpt_batch, args.gpt_context, g))
         t0 = time.perf_counter()
-        with torch.autocast("tpu", dtype=torch.bfloat16, enabled=args.train_autocast):
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=not args.train_bf16_weights):
             _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -111,10 +127,56 @@ def run_training_row(args, row):
         times.append(time.perf_counter() - t0)
     warm = times[2:] or times
     tail = losses[-10:]
-    return dict(row=row, step_ms=statistics.median(warm) * 1e3, steps=args.train_steps,
-                loss_first=losses[0], loss_mid=losses[len(losses) // 2], loss_last=losses[-1],
-                loss_last10=sum(tail) / len(tail), losses=[round(v, 4) for v in losses],
+    return dict(row=row, seed=args.train_seed, step_ms=statistics.median(warm) * 1e3,
+                steps=args.train_steps, loss_first=losses[0], loss_mid=losses[len(losses) // 2],
+                loss_last=losses[-1], loss_last10=sum(tail) / len(tail),
+                losses=[round(v, 4) for v in losses],
                 cpu_fallbacks=sum(torch_tpu.debug.metrics()["cpu_fallback_counts"].values()))
+
+
+def _spread(values):
+    """mean, sample standard deviation (0 for one value)."""
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def print_training(results):
+    train = [r for r in results if "step_ms" in r]
+    if not train:
+        return
+    rows = list(dict.fromkeys(r["row"] for r in train))
+    seeds = sorted({r["seed"] for r in train})
+    by = {(r["row"], r["seed"]): r for r in train}
+    print("\n| seed | " + " | ".join(f"{row} step ms | {row} mean of last 10" for row in rows)
+          + (" | float8 vs bf16 |" if set(rows) >= {"bf16_train", "float8_train"} else " |"))
+    print("|---" * (1 + 2 * len(rows) + (set(rows) >= {"bf16_train", "float8_train"})) + "|")
+    for seed in seeds:
+        cells = []
+        for row in rows:
+            r = by.get((row, seed))
+            cells += [f"{r['step_ms']:.1f}", f"{r['loss_last10']:.4f}"] if r else ["-", "-"]
+        b, f = by.get(("bf16_train", seed)), by.get(("float8_train", seed))
+        rel = f" | {(f['loss_last10'] / b['loss_last10'] - 1) * 100:+.2f}%" if b and f else ""
+        print(f"| {seed} | " + " | ".join(cells) + rel + " |")
+    summary = {}
+    for row in rows:
+        last = [r["loss_last10"] for r in train if r["row"] == row]
+        steps = [r["step_ms"] for r in train if r["row"] == row]
+        summary[row] = _spread(last)
+        print(f"{row}: mean of last 10 losses over {len(last)} seeds {summary[row][0]:.4f} "
+              f"± {summary[row][1]:.4f} (sample std), min {min(last):.4f} max {max(last):.4f}; "
+              f"median step {statistics.median(steps):.1f} ms; CPU fallbacks "
+              f"{sum(r['cpu_fallbacks'] for r in train if r['row'] == row)}")
+    pairs = [(by[("float8_train", s)]["loss_last10"] / by[("bf16_train", s)]["loss_last10"] - 1) * 100
+             for s in seeds if ("float8_train", s) in by and ("bf16_train", s) in by]
+    if pairs:
+        m, sd = _spread(pairs)
+        print(f"float8 vs bf16, paired by seed: {m:+.2f}% ± {sd:.2f}% (mean ± sample std over "
+              f"{len(pairs)} seeds); ratio of the means "
+              f"{(summary['float8_train'][0] / summary['bf16_train'][0] - 1) * 100:+.2f}%")
+    for row in rows:  # the mean loss curve over the seeds, every 20th step and the last
+        curves = [r["losses"] for r in train if r["row"] == row]
+        mean = [statistics.mean(c[i] for c in curves) for i in range(len(curves[0]))]
+        print(f"{row} mean loss every 20 steps: " + " ".join(f"{v:.3f}" for v in mean[::20] + mean[-1:]))
 
 
 def main():
@@ -131,15 +193,24 @@ def main():
     p.add_argument("--gpt-depth", type=int, default=2)
     p.add_argument("--gpt-batch", type=int, default=16)
     p.add_argument("--gpt-context", type=int, default=64)
-    p.add_argument("--train-seed", type=int, default=0, help="training rows: initial weights and batches")
-    p.add_argument("--train-autocast", action="store_true",
-                   help="training rows: float32 weights, bfloat16 autocast (default: bfloat16 weights)")
+    p.add_argument("--train-seeds", default="0,1,2,3,4",
+                   help="training rows: one run per seed (initial weights and batches)")
+    p.add_argument("--train-seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--train-lr", type=float, default=1e-3, help="training rows: peak learning rate")
+    p.add_argument("--train-warmup", type=int, default=20, help="training rows: warm-up steps")
+    p.add_argument("--train-bf16-weights", action="store_true",
+                   help="training rows: bfloat16 weights (default: float32 weights, bfloat16 autocast)")
     p.add_argument("--train-steps", type=int, default=200)
+    p.add_argument("--train-device", default="tpu", choices=["tpu", "cpu"],
+                   help="training rows: cpu runs them on PyTorch's CPU backend, the reference")
     p.add_argument("--rows", default=",".join(INFERENCE + ["bf16_train", "float8_train"]))
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.quick:
         args.width, args.depth, args.new_tokens, args.rounds, args.train_steps = 256, 2, 8, 2, 10
+        args.train_warmup = 2
+        if not any(a.startswith("--train-seeds") for a in sys.argv):
+            args.train_seeds = "0"
     if args.one:
         fn = run_training_row if args.one.endswith("_train") else run_inference_row
         print("RESULT " + json.dumps(fn(args, args.one)))
@@ -152,42 +223,37 @@ def main():
     print(f"Llama width {args.width} depth {args.depth} vocab {args.vocab}; prompt {args.prompt}, "
           f"{args.new_tokens} new tokens, {args.rounds} rounds; training: minGPT width {args.gpt_width} "
           f"depth {args.gpt_depth}, batch {args.gpt_batch}x{args.gpt_context}, {args.train_steps} steps, "
-          f"{'float32 weights + bfloat16 autocast' if args.train_autocast else 'bfloat16 weights'}")
+          f"AdamW lr {args.train_lr:g} ({args.train_warmup} warm-up steps, cosine decay), "
+          f"{'bfloat16 weights' if args.train_bf16_weights else 'float32 weights + bfloat16 autocast'}, "
+          f"seeds {args.train_seeds}, on {args.train_device}")
+    rows = args.rows.split(",")
+    # Inference rows in order, then the training rows interleaved by seed (bf16 seed 0,
+    # float8 seed 0, bf16 seed 1, ...) so that a change of machine load hits both alike.
+    runs = [(row, []) for row in rows if not row.endswith("_train")]
+    runs += [(row, ["--train-seed", seed]) for seed in args.train_seeds.split(",")
+             for row in rows if row.endswith("_train")]
     results = []
-    for row in args.rows.split(","):
-        out = subprocess.run([sys.executable, __file__, *passthrough, "--one", row],
+    for row, extra in runs:
+        out = subprocess.run([sys.executable, __file__, *passthrough, *extra, "--one", row],
                              capture_output=True, text=True, cwd=ROOT)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
         if out.returncode or not line:
-            print(f"{row}: failed\n{out.stderr[-2000:]}")
+            print(f"{row} {' '.join(extra)}: failed\n{out.stderr[-2000:]}")
             continue
         results.append(json.loads(line[0][7:]))
         print(json.dumps(results[-1]), flush=True)
     fp32 = next((r["weight_mib"] for r in results if r["row"] == "fp32"), None)
     bf16_tok = next((r["decode_tok_s"] for r in results if r["row"] == "bf16"), None)
-    print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | decode vs bf16 | CPU fallbacks |")
-    print("|---|---|---|---|---|---|---|")
+    if any("weight_mib" in r for r in results):
+        print("\n| row | weight MiB | vs fp32 | prefill ms | decode tok/s | decode vs bf16 | CPU fallbacks |")
+        print("|---|---|---|---|---|---|---|")
     for r in results:
         if "weight_mib" in r:
             rel = f"{r['weight_mib'] / fp32:.3f}x" if fp32 else "-"
             speed = f"{r['decode_tok_s'] / bf16_tok:.2f}x" if bf16_tok else "-"
             print(f"| {r['row']} | {r['weight_mib']:.1f} | {rel} | {r['prefill_ms']:.1f} | "
                   f"{r['decode_tok_s']:.3g} | {speed} | {r['cpu_fallbacks']} |")
-    bf16 = next((r["loss_last10"] for r in results if r["row"] == "bf16_train"), None)
-    print("\n| training | step ms | steps | loss first / mid / last | mean of last 10 | vs bf16 "
-          "| CPU fallbacks |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        if "step_ms" in r:
-            rel = f"{(r['loss_last10'] / bf16 - 1) * 100:+.2f}%" if bf16 else "-"
-            print(f"| {r['row']} | {r['step_ms']:.1f} | {r['steps']} | {r['loss_first']:.3f} / "
-                  f"{r['loss_mid']:.3f} / {r['loss_last']:.3f} | {r['loss_last10']:.3f} | {rel} "
-                  f"| {r['cpu_fallbacks']} |")
-    for r in results:
-        if "losses" in r:  # the loss curve, every 20th step
-            print(f"{r['row']} loss every 20 steps: " +
-                  " ".join(f"{v:.3f}" for v in r["losses"][::20] + r["losses"][-1:]))
-
+    print_training(results)
 
 if __name__ == "__main__":
     main()

@@ -190,6 +190,17 @@ Value write_view(hlo::Builder& b, Value base, const ViewLayout& v, Value value) 
     Value start = b.constant_i(v.offset, ElemType::S64);
     return b.dynamic_update_slice(base, b.reshape(value, {n}), {start});
   }
+  // A dense view in another dimension order (a transposed or channels-last result, as
+  // `.to(dtype)` or `clone()` of a transposed tensor allocates) fills the contiguous
+  // range [offset, offset + n) in that order: the value transposed to memory order,
+  // written like a contiguous one. A scatter would write the same elements through n
+  // 64-bit indices, which XLA's CPU backend runs element by element.
+  std::vector<int64_t> order;
+  if (dense_order(v.sizes, v.strides, &order)) {
+    Value flat = b.reshape(b.transpose(value, order), {n});
+    if (n == length) return flat;
+    return b.dynamic_update_slice(base, flat, {b.constant_i(v.offset, ElemType::S64)});
+  }
   Value idx = b.reshape(flat_indices(b, v), {n, 1});
   hlo::Builder::ScatterDims d;
   d.inserted_window_dims = {0};

@@ -4,7 +4,8 @@
 // view of it: sizes, strides and an element offset. Reading a view emits
 // slice/reshape/transpose/broadcast where the strides allow and a gather where
 // they do not; writing emits a whole replacement, a dynamic_update_slice for a
-// contiguous range, or a scatter. Torch-free: layouts are plain vectors.
+// contiguous range (also for a dense view in another dimension order, transposed
+// to memory order first), or a scatter. Torch-free: layouts are plain vectors.
 #pragma once
 
 #include <cstdint>

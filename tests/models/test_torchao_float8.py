@@ -83,3 +83,57 @@ def test_float8_training_converges_like_bf16():
     assert torch.isfinite(f8).all()
     assert f8[-10:].mean() < 0.8 * f8[0]
     assert abs(f8[-10:].mean() / bf16[-10:].mean() - 1) < 0.03, (f8[-10:], bf16[-10:])
+
+
+def gpt_float8_layers(dtype):
+    """The example GPT (float32, one block) converted to float8 training, one forward
+    and backward on the CPU with a hook per Float8Linear recording what it was given:
+    (name, CPU layer, input, gradient of its output)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from examples.mingpt.data import CharData
+    from examples.mingpt.model import GPT, GPTConfig
+    data = CharData()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=32, n_layer=1, n_head=4, n_embd=64))
+    torchao_float8.convert_to_float8_training(
+        model, config=torchao_float8.Float8LinearConfig.from_recipe_name("tensorwise"),
+        module_filter_fn=lambda m, name: name != "head")
+    model = model.to(dtype)
+    seen = {}
+    layers = {n: m for n, m in model.named_modules() if type(m).__name__ == "Float8Linear"}
+    for name, m in layers.items():
+        m.register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, [i[0].detach()]))
+        m.register_full_backward_hook(lambda m, gi, go, name=name: seen[name].append(go[0].detach()))
+    x, y = data.batch(8, 32, torch.Generator().manual_seed(0))
+    model(x, y)[1].backward()
+    return [(n, layers[n], *seen[n]) for n in layers]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_float8_gpt_layers_match_cpu(dtype):
+    """Every float8 linear of the example GPT, given the activations and output
+    gradients of a real training step: tpu computes torchao's float8 forward and both
+    backward products as PyTorch's CPU backend does. Same inputs, so the same amax,
+    scales and float8 casts (bit-exact), and the float8 products summed in float32: the
+    output, input gradient and weight gradient agree to float32 (bf16: its rounding)
+    tolerance. A scaling or cast bug shows here, not only as training noise."""
+    import copy
+    layers = gpt_float8_layers(dtype)
+    assert len(layers) == 4  # qkv, proj, two MLP linears
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-5)
+    before = dict(torch_tpu.debug.metrics()["cpu_fallback_counts"])
+    for name, layer, x, gy in layers:
+        results = {}
+        for device in ("cpu", "tpu"):
+            m = copy.deepcopy(layer).to(device)
+            xi = x.detach().to(device).requires_grad_(True)
+            out = m(xi)
+            out.backward(gy.to(device))
+            results[device] = [t.cpu() for t in (out, xi.grad, m.weight.grad, m.bias.grad)]
+        for what, got, want in zip(("output", "grad input", "grad weight", "grad bias"),
+                                   results["tpu"], results["cpu"]):
+            torch.testing.assert_close(got, want, **tol, msg=lambda m: f"{name} {what}: {m}")
+    after = torch_tpu.debug.metrics()["cpu_fallback_counts"]
+    assert {k: v for k, v in after.items() if v != before.get(k, 0)} == {}

@@ -224,3 +224,40 @@ def test_split_parts_read_without_padding_the_base(tmp_path):
         assert torch.equal(g, p.view(2, 5, 2, 4).transpose(1, 2) + 1)
     programs = [f.read_text() for f in tmp_path.glob("*.mlir")]
     assert programs and not any('"stablehlo.pad"' in p for p in programs)
+
+
+def test_writes_into_permuted_dense_views_without_scatter(tmp_path):
+    """A write into a dense view in another dimension order (what `.to(dtype)` or
+    `clone()` of a transposed tensor allocates, a transposed block of a larger buffer)
+    is a transpose to memory order and a whole or contiguous-range write, not a scatter
+    of every element through 64-bit indices (which XLA's CPU backend runs element by
+    element: torchao's int8 weight-only linear converted its transposed weight so)."""
+    import torch_tpu
+    src = torch.randn(6, 4)
+    t = src.to("tpu")
+    torch_tpu.debug.set_dump_dir(tmp_path)
+    try:
+        got = {
+            "to dtype of a transpose": t.t().to(torch.bfloat16),
+            "clone of a transpose": t.t().clone() * 2,
+            "channels last": t.reshape(1, 2, 3, 4).contiguous(memory_format=torch.channels_last) + 1,
+        }
+        buf = torch.zeros(3, 4, 6, device="tpu")
+        buf[1].t().copy_(t)  # a transposed block inside a larger buffer: offset 24
+        got["transposed block"] = buf
+        got = {k: v.cpu() for k, v in got.items()}
+    finally:
+        torch_tpu.debug.set_dump_dir(None)
+    want = {
+        "to dtype of a transpose": src.t().to(torch.bfloat16),
+        "clone of a transpose": src.t().clone() * 2,
+        "channels last": src.reshape(1, 2, 3, 4).contiguous(memory_format=torch.channels_last) + 1,
+    }
+    ref = torch.zeros(3, 4, 6)
+    ref[1].t().copy_(src)
+    want["transposed block"] = ref
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+        assert got[k].stride() == want[k].stride(), k
+    programs = [f.read_text() for f in tmp_path.glob("*.mlir")]
+    assert programs and not any('"stablehlo.scatter"' in p for p in programs)
