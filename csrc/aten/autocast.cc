@@ -60,7 +60,9 @@ void register_autocast_kernels() {
 #undef TPU_AUTOCAST_FP32_SET_OPT_DTYPE
 
   {
-    // The signatures in this list are spelled for code inside namespace at.
+    // The signatures in this list are spelled for code inside namespace at (torch 2.11's
+    // list also names DimnameList).
+    using at::DimnameList;
     using at::IntArrayRef;
     using at::Scalar;
     using at::ScalarType;
