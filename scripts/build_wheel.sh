@@ -31,7 +31,7 @@ done
 sources=$(python3 scripts/cmake_ext.py --sources)
 packed=()
 for dir in torch_tpu/_ext/torch_*/; do
-  [ -d "$dir" ] || continue
+  compgen -G "$dir/_C*.so" >/dev/null || continue  # a build folder's output, not built yet
   if [ "$(cat "$dir/_C.sources" 2>/dev/null)" != "$sources" ]; then
     echo "error: $dir was built from other sources; rebuild it" \
          "(bash scripts/build_wheel.sh ENV/bin/python, ENV holding its torch) or delete it" >&2
