@@ -1,91 +1,108 @@
 #!/usr/bin/env bash
 # Builds and tests torch_tpu against several torch releases, before a release or after a
-# change that may touch the torch API. For each version: a virtual environment with that
-# torch (made once), the extension built against it (incrementally, build/torch-X.Y);
-# then one wheel holding every extension built (scripts/build_wheel.sh), installed into
-# each environment, and the smoke suite (tests/compat/smoke_suite.py: device API, a
-# training step in the three execution modes, OpInfo samples, autocast, DDP over 2 ranks,
-# the compile cache) run there. Prints a table; --out FILE also writes it as Markdown.
+# change that may touch the torch API. One release at a time, so that one environment is
+# on disk at a time: a virtual environment with that torch, the extension built against it
+# (torch_tpu/_ext/torch_X_Y, incrementally in build/torch-X.Y, torch's headers
+# precompiled), the wheel packed from every extension built so far
+# (scripts/build_wheel.sh --pack), installed there, and the smoke suite
+# (tests/compat/smoke_suite.py: device API, a training step in the three execution modes,
+# OpInfo samples, autocast, DDP over 2 ranks, the compile cache) run there from outside the
+# checkout; then the environment is deleted unless --keep-envs. The last wheel written
+# (dist/) carries every release built. Prints a table; --out FILE also writes it as Markdown.
 #   bash scripts/build_matrix.sh                       # 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
 #   bash scripts/build_matrix.sh 2.14.1 2.15.0         # some versions
-#   bash scripts/build_matrix.sh --venvs DIR --out docs/matrix_results.md 2.14.1
-# Environments go under .matrix/ unless --venvs says otherwise (each takes 1-6 GB: PyPI's
-# torch builds for Linux carry CUDA, which runs on the CPU here). Where the machine's pip
-# configuration caps torch, these installs go without it (PIP_CONFIG_FILE=/dev/null).
+#   bash scripts/build_matrix.sh --venvs DIR --keep-envs --out FILE 2.14.1
+# Environments go under .matrix/ unless --venvs says otherwise. PyPI's torch builds for
+# Linux carry CUDA, which runs on the CPU here; torch cannot be imported without the
+# NVIDIA library wheels it links (about 3.5 GB per release), but Triton (about 0.9 GB) is
+# left out: torch imports without it and the CPU never uses it. Where the machine's pip
+# configuration caps torch, the installs go without it (PIP_CONFIG_FILE=/dev/null).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-venvs=.matrix
+root=$(cd "$(dirname "$0")/.." && pwd)
+venvs=$root/.matrix
 out=
+keep=
 versions=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --venvs) venvs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --venvs) venvs=$(realpath -m "$2"); shift 2 ;;
+    --out) out=$(realpath -m "$2"); shift 2 ;;
+    --keep-envs) keep=1; shift ;;
     *) versions+=("$1"); shift ;;
   esac
 done
 [ ${#versions[@]} -gt 0 ] || versions=(2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
+cd "$root"
 mkdir -p "$venvs" build/matrix
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-declare -A status
-built=()
+# Lets ccache cache compiles that use the precompiled header.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+declare -A status build_time
+
+# pip, first with the machine's configuration (it may point at local wheels), else
+# without it (PyPI only), for a machine whose configuration caps torch.
+pip_install() {
+  local py=$1; shift
+  "$py" -m pip install -q --no-cache-dir --disable-pip-version-check "$@" \
+    || PIP_CONFIG_FILE=/dev/null "$py" -m pip install -q --no-cache-dir \
+         --disable-pip-version-check "$@"
+}
+
+# An environment holding torch==$1 (its requirements but Triton) and what the build and
+# the smoke suite need.
+make_env() {
+  local v=$1 env_dir=$2 py="$2/bin/python" deps
+  rm -rf "$env_dir"
+  python3 -m venv "$env_dir" || return 1
+  pip_install "$py" --no-deps "torch==$v" || return 1
+  deps=$("$py" -c "from importlib.metadata import requires
+print('\n'.join(r.split(';')[0].strip() for r in requires('torch')
+                if 'extra ==' not in r and not r.startswith('triton')))") || return 1
+  # shellcheck disable=SC2086  # one requirement per word
+  pip_install "$py" $deps xla-cpu-pjrt==0.0.1 setuptools wheel cmake ninja numpy pytest expecttest
+}
 
 for v in "${versions[@]}"; do
   env_dir="$venvs/torch-$v"
   py="$env_dir/bin/python"
-  log="build/matrix/torch-$v.log"
+  log="$root/build/matrix/torch-$v.log"
+  release=${v%.*}
   : > "$log"
   if [ ! -x "$py" ] || ! "$py" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$v')" \
       >>"$log" 2>&1; then
     echo "== torch $v: environment $env_dir"
-    python3 -m venv "$env_dir" >>"$log" 2>&1
-    pkgs=("torch==$v" xla-cpu-pjrt==0.0.1 setuptools wheel cmake ninja numpy pytest expecttest)
-    # The machine's pip configuration first (it may point at local wheels); where it caps
-    # torch below $v, without it (PyPI only).
-    "$py" -m pip install -q --disable-pip-version-check "${pkgs[@]}" >>"$log" 2>&1 \
-      || PIP_CONFIG_FILE=/dev/null "$py" -m pip install -q --disable-pip-version-check \
-           "${pkgs[@]}" >>"$log" 2>&1 \
-      || { status[$v]="environment failed (see $log)"; continue; }
+    make_env "$v" "$env_dir" >>"$log" 2>&1 || { status[$v]="environment failed (see $log)"; continue; }
   fi
-  release=${v%.*}
   echo "== torch $v: build"
-  if "$py" scripts/cmake_ext.py "build/torch-$release" "torch_tpu/_ext/torch_${release/./_}" \
+  start=$SECONDS
+  if ! "$py" scripts/cmake_ext.py --pch "build/torch-$release" "torch_tpu/_ext/torch_${release/./_}" \
       >>"$log" 2>&1; then
-    built+=("$v")
-  else
     status[$v]="build failed (see $log)"
+    continue
   fi
-done
-
-if [ ${#built[@]} -gt 0 ]; then
-  pys=()
-  for v in "${built[@]}"; do pys+=("$venvs/torch-$v/bin/python"); done
-  # build_wheel.sh rebuilds nothing here (each build folder is up to date); it packs.
-  echo "== wheel"
-  if ! bash scripts/build_wheel.sh "${pys[@]}" > build/matrix/wheel.log 2>&1; then
-    for v in "${built[@]}"; do status[$v]="wheel failed (see build/matrix/wheel.log)"; done
-    built=()
+  build_time[$v]="$(( (SECONDS - start) / 60 )) min"
+  echo "== torch $v: wheel and smoke suite"
+  if ! bash scripts/build_wheel.sh --pack >>"$log" 2>&1; then
+    status[$v]="wheel failed (see $log)"
+    continue
   fi
-fi
-wheel=$(ls dist/torch_tpu-*.whl 2>/dev/null | head -1)
-
-for v in "${built[@]}"; do
-  py="$venvs/torch-$v/bin/python"
-  log="build/matrix/torch-$v.log"
-  echo "== torch $v: smoke suite"
-  "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel" \
-    >>"$log" 2>&1 || { status[$v]="wheel install failed (see $log)"; continue; }
+  "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall \
+    dist/torch_tpu-*.whl >>"$log" 2>&1 || { status[$v]="wheel install failed (see $log)"; continue; }
   # From outside the checkout, so that the installed wheel is what is imported.
-  summary=$(cd /tmp && "$py" -m pytest -q -p no:cacheprovider --rootdir "$root" \
-    "$root/tests/compat/smoke_suite.py" 2>&1 | tee -a "$root/$log" | tail -1)
-  status[$v]="$summary"
+  if ! (cd /tmp && "$py" -c "import torch_tpu._C as c, sys; print(c.__file__)
+sys.exit('site-packages' not in c.__file__)") >>"$log" 2>&1; then
+    status[$v]="the wheel's extension does not load (see $log)"
+    continue
+  fi
+  status[$v]=$(cd /tmp && "$py" -m pytest -q -p no:cacheprovider --rootdir "$root" \
+    "$root/tests/compat/smoke_suite.py" 2>&1 | tee -a "$log" | tail -1)
+  [ -n "$keep" ] || rm -rf "$env_dir"
 done
 
-table="| torch | result |
-|---|---|"
+table="| torch | build (this run) | smoke suite |
+|---|---|---|"
 for v in "${versions[@]}"; do table+="
-| $v | ${status[$v]:-not run} |"; done
+| $v | ${build_time[$v]:--} | ${status[$v]:-not run} |"; done
 echo
 echo "$table"
 [ -z "$out" ] || echo "$table" > "$out"

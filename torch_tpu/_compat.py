@@ -3,9 +3,9 @@
 A wheel (scripts/build_wheel.sh) carries one extension per torch release, as
 torch_tpu/_ext/torch_<major>_<minor>/_C<suffix>; a source checkout has the one it built
 in place (torch_tpu/_C<suffix>, from `pip install --no-build-isolation -e .`). Either is
-loaded as the module torch_tpu._C. Differences between torch releases stay here (Python)
-and in CMakeLists.txt (C++20 for torch >= 2.14, whose headers need it); the sources
-themselves build unchanged against every release in the range.
+loaded as the module torch_tpu._C. Differences between torch releases stay here (Python),
+in csrc/aten/torch_compat.h (C++) and in CMakeLists.txt (C++20 for torch >= 2.14, whose
+headers need it); no other source tests the torch version.
 """
 import importlib
 import importlib.machinery

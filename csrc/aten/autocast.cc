@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include "aten/kernels.h"
+#include "aten/torch_compat.h"
 
 namespace tpu::aten {
 
@@ -60,7 +61,9 @@ void register_autocast_kernels() {
 #undef TPU_AUTOCAST_FP32_SET_OPT_DTYPE
 
   {
-    // The signatures in this list are spelled for code inside namespace at.
+    // The signatures in this list are spelled for code inside namespace at (and name
+    // types that only some torch releases have: torch_compat.h).
+    using namespace tpu::compat::autocast_signature_names;
     using at::IntArrayRef;
     using at::Scalar;
     using at::ScalarType;

@@ -93,3 +93,28 @@ def test_a_checkout_prefers_its_in_place_build_for_the_same_release(tmp_path):
                        env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(pkg / ("_C" + sysconfig.get_config_var("EXT_SUFFIX")))
+
+
+def test_sources_digest_follows_every_source(tmp_path, monkeypatch):
+    # build_wheel.sh packs only extensions whose noted digest (scripts/cmake_ext.py) is the
+    # checkout's: any edit, addition or rename under csrc/ or in CMakeLists.txt changes it.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "scripts"))
+    try:
+        import cmake_ext
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "csrc" / "lower").mkdir(parents=True)
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    (tmp_path / "csrc" / "lower" / "a.cc").write_text("int a;\n")
+    monkeypatch.setattr(cmake_ext, "ROOT", str(tmp_path))
+    seen = {cmake_ext.sources_digest()}
+    assert cmake_ext.sources_digest() in seen  # stable
+    for change in (lambda: (tmp_path / "csrc" / "lower" / "a.cc").write_text("int b;\n"),
+                   lambda: (tmp_path / "csrc" / "lower" / "a.cc").rename(tmp_path / "csrc" / "a.cc"),
+                   lambda: (tmp_path / "csrc" / "b.h").write_text(""),
+                   lambda: (tmp_path / "CMakeLists.txt").write_text("project(y)\n")):
+        change()
+        digest = cmake_ext.sources_digest()
+        assert digest not in seen
+        seen.add(digest)
