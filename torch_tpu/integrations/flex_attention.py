@@ -14,6 +14,8 @@ libraries that call `flex_attention` (TorchTitan's default attention, Transforme
 `enable()` replaces that one function of `torch.nn.attention.flex_attention` with one
 that returns at once for tpu inputs and hands every other device to PyTorch's original
 (so cpu/cuda behave exactly as before, including the CPU's refusal of backward).
+Where Transformers is installed, it also lets Transformers' own refusal of flex attention
+on a tpu host through (`_transformers_flex.py`: which names, why, and the upstream change).
 Nothing else is changed, and nothing happens at import: this is the project's one kind
 of allowed patch, an explicit call where an upstream check refuses our device and no
 hook exists. `disable()` puts the original back.
@@ -25,6 +27,8 @@ dispatch key, or a device registry that backends add themselves to), instead of 
 device list.
 """
 import torch
+
+from torch_tpu.integrations import _transformers_flex
 
 _original_validate_device = None
 
@@ -53,6 +57,7 @@ def enable():
         "every other device goes to PyTorch's check.")
     _original_validate_device = original
     flex._validate_device = _validate_device
+    _transformers_flex.enable()
 
 
 def disable():
@@ -64,6 +69,7 @@ def disable():
         return
     flex._validate_device = _original_validate_device
     _original_validate_device = None
+    _transformers_flex.disable()
 
 
 def is_enabled():
