@@ -16,3 +16,34 @@ using at::DimnameList;
 #else
 namespace tpu::compat::autocast_signature_names {}
 #endif
+
+// c10d (the distributed backend, csrc/dist).
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/headeronly/version.h>
+
+namespace tpu::compat {
+// PREMUL_SUM's factor: torch 2.11 has only NCCLPreMulSumSupplement; 2.13 renamed it
+// PreMulSumSupplement and keeps the old name as an alias, so the old name is right up to
+// 2.12 whichever of the two 2.12 defines. (A version test: a struct's existence cannot be
+// detected without declaring it, which would clash with 2.13's alias.)
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+using PreMulSumSupplement = c10d::NCCLPreMulSumSupplement;
+#else
+using PreMulSumSupplement = c10d::PreMulSumSupplement;
+#endif
+
+// The Work type of reduce_scatter_tensor_coalesced: OpType::REDUCE_SCATTER_TENSOR_COALESCED
+// where the release has it (not in 2.11), else COALESCED, as this backend already uses
+// for all-gathers of tensor lists.
+template <class Op>
+constexpr auto reduce_scatter_coalesced_op(int) -> decltype(Op::REDUCE_SCATTER_TENSOR_COALESCED) {
+  return Op::REDUCE_SCATTER_TENSOR_COALESCED;
+}
+template <class Op>
+constexpr Op reduce_scatter_coalesced_op(long) {
+  return Op::COALESCED;
+}
+inline constexpr c10d::OpType kReduceScatterTensorCoalesced =
+    reduce_scatter_coalesced_op<c10d::OpType>(0);
+}  // namespace tpu::compat

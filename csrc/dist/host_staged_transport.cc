@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "aten/torch_compat.h"
 #include "core/settings.h"
 #include "dist/host_staging.h"
 #include "dist/in_place_reduce.h"
@@ -344,7 +345,7 @@ class HostStagedTransport final : public Transport {
 
   WorkPtr reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
-    return scatter_tensors(outputs, inputs, opts, OpType::REDUCE_SCATTER_TENSOR_COALESCED,
+    return scatter_tensors(outputs, inputs, opts, tpu::compat::kReduceScatterTensorCoalesced,
                            "reduce_scatter_tensor_coalesced");
   }
 

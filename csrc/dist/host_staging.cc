@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "aten/deferred_graph.h"
+#include "aten/torch_compat.h"
 #include "aten/kernels.h"
 #include "aten/tpu_tensor.h"
 #include "aten/host_copy.h"
@@ -172,7 +173,7 @@ ReducePlan::ReducePlan(const c10d::ReduceOp& op, at::ScalarType dtype, int world
       break;
     case c10d::ReduceOp::PREMUL_SUM: {
       if (!is_float) unsupported("the factor is a floating-point number");
-      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      auto* s = dynamic_cast<tpu::compat::PreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(s, what, ": ReduceOp.PREMUL_SUM without its factor");
       premul_ = s->tensor_factor.defined() ? s->tensor_factor.cpu().item()
                                            : at::Scalar(s->double_factor);
