@@ -165,6 +165,7 @@ BY_NAME = {s.name: s for s in SETTINGS}
 NOT_SETTINGS = {
     "TORCH_TPU_PAGED": "the name of the vLLM attention backend",
     "TORCH_TPU_CORE_ONLY": "a CMake option (scripts/build_core.sh)",
+    "TORCH_TPU_PCH": "a CMake option (scripts/cmake_ext.py --pch)",
 }
 
 
