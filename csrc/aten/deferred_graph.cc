@@ -366,21 +366,23 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
     g.runs++;
     return;
   }
-  // A trace whose sizes keep changing may run as its size's bucket program
-  // instead (deferred_buckets.h): only when it verifies against its template.
-  if (!prog && !info && &g == t_own_trace && run_trace_bucketed(g, outputs, device)) {
-    Stats& st = stats();
-    std::lock_guard<std::mutex> lock(st.mu);
-    st.s.graphs_run_bucketed++;
-    st.s.materializations[reason]++;
-    g.runs++;
-    return;
-  }
   if (!prog && !info && run_trace_by_node(g, key, outputs, device)) {
     Stats& st = stats();
     std::lock_guard<std::mutex> lock(st.mu);
     st.s.graphs_run_by_node++;
     st.s.nodes_run_by_node += g.nodes.size();
+    st.s.materializations[reason]++;
+    g.runs++;
+    return;
+  }
+  // Otherwise a trace whose sizes keep changing may run as its size's bucket
+  // program (deferred_buckets.h), when it verifies against its template. After
+  // the node-by-node rule: a small trace that runs with no compile at all (a
+  // generate loop's growing cat) is better off there.
+  if (!prog && !info && &g == t_own_trace && run_trace_bucketed(g, outputs, device)) {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.s.graphs_run_bucketed++;
     st.s.materializations[reason]++;
     g.runs++;
     return;

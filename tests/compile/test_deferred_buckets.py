@@ -123,7 +123,8 @@ def test_trace_that_does_not_verify_runs_per_size():
     # matches the template learnt at 2, 3 and 4, and runs as its own program
     def f(x):
         n = min(x.shape[1], 6)
-        return x.cumsum(1), torch.arange(n, device=x.device).float() * 2
+        # a float arange: an integer one would run on the host, node by node
+        return x.cumsum(1), torch.arange(n, device=x.device, dtype=torch.float32) * 2
 
     with torch.no_grad():
         for i, n in enumerate((2, 3, 4, 9, 5)):

@@ -317,10 +317,11 @@ class _Converter:
         """An out= op with no tensor input (arange(n) reaches us as arange.start_out):
         a fresh tensor of the out argument's shape, filled by the op."""
         p = self.p
-        if len(outs) != 1 or len(out_args) != 1 or any(
-                a is not None and a[0] in ("T", "L", "H") for i, a in enumerate(args) if i not in out_args):
-            raise _Decline(f"{schema.name} writes its out= argument from tensors")
+        if len(outs) != 1 or len(out_args) != 1:
+            raise _Decline(f"{schema.name} writes several out= arguments")
         ref = args[out_args[0]]
+        if any(a is not None and a[0] in ("T", "L", "H") for i, a in enumerate(args) if i not in out_args):
+            return self._functional_out(op, schema, args, outs, out_args[0])
         _, internal, sid, sizes, strides, offset, dtype = ref
         if offset != 0 or not _dense(sizes, strides):
             raise _Decline(f"{schema.name} writes part of a storage")
@@ -335,6 +336,38 @@ class _Converter:
         v = self._emit(_out_factory, (op, shape, dtype, f"tpu:{self.device}", tuple(pos), kw))
         self.slot_val[outs[0][1]] = (v, list(sizes), dtype)
         p.key.append(f"W{outs[0][1]}")
+
+    def _functional_out(self, op, schema, args, outs, k):
+        """An out= op over tensors (where.self_out): its functional overload (the same
+        arguments but out), converted to the out argument's dtype."""
+        p = self.p
+        ns, _, name = schema.name.partition("::")
+        packet = getattr(getattr(torch.ops, ns), name)
+        names = [a.name for a in schema.arguments if not a.is_out]
+        fn = None
+        for ov in packet.overloads():
+            cs = getattr(packet, ov)._schema
+            if not cs.is_mutable and [a.name for a in cs.arguments] == names and len(cs.returns) == 1:
+                fn = getattr(packet, ov)
+                break
+        if fn is None:
+            raise _Decline(f"{schema.name} has no functional form")
+        _, internal, sid, sizes, strides, offset, dtype = args[k]
+        if offset != 0 or not _dense(sizes, strides):
+            raise _Decline(f"{schema.name} writes part of a storage")
+        pos, kw = [], {}
+        for i, (sa, a) in enumerate(zip(schema.arguments, args)):
+            if i == k:
+                continue
+            v = self._arg(a, sa)
+            (kw.__setitem__(sa.name, v) if sa.kwarg_only else pos.append(v))
+        p.key.append(f"F{fn}:{dtype}")
+        v = self._emit(fn, tuple(pos), kw)
+        v = self._emit(torch.ops.aten._to_copy.default, (v,), {"dtype": dtype})
+        self.slot_val[outs[0][1]] = (v, list(sizes), dtype)
+        p.key.append(f"W{outs[0][1]}")
+        for x in sizes:
+            p.hole(x)
 
     def convert(self):
         p = self.p
