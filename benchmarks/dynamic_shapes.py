@@ -93,6 +93,10 @@ def measure(way, model, batches, run, steady):
         fn = run
         to = lambda t: t  # noqa: E731
     elif way.startswith("dnf"):
+        # Defer & Fuse's fused programs are cached by trace: each D&F way starts
+        # with empty caches (memory and disk), so the other's programs are not hits
+        torch_tpu.cache.clear(memory=True, disk=True)
+        torch_tpu._C._clear_fused_cache()
         m = model.to("tpu")
         os.environ["TORCH_TPU_DEFER_BUCKETS"] = "0" if way == "dnf-per-size" else "1"
         fn = run

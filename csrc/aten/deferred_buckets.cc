@@ -135,12 +135,20 @@ py::object trace_py(const Trace& g, const std::vector<int>& outputs, int device)
   py::list nodes;
   for (const Node& n : g.nodes) nodes.append(node_py(g, n));
   py::list params;
+  // A parameter's buffer becomes a tensor only when the trace runs padded
+  // (tensor(i)): wrapping every one at each miss would count its bytes twice.
+  struct Held {
+    std::shared_ptr<pjrt::Buffer> buf;
+    c10::ScalarType dtype;
+    int64_t numel;
+  };
+  auto bufs = std::make_shared<std::vector<Held>>();
   for (const TraceParam& p : g.params) {
+    bufs->push_back({p.buffer, p.buffer ? lower::to_scalar_type(p.type.elem) : c10::ScalarType::Undefined,
+                     p.type.numel()});
     if (p.buffer) {
       c10::ScalarType st = lower::to_scalar_type(p.type.elem);
-      at::Tensor t = wrap_buffer(p.buffer, st, {p.type.numel()}, device);
-      params.append(py::make_tuple("b", py::reinterpret_steal<py::object>(THPVariable_Wrap(t)),
-                                   upload_shape_py(p.buffer)));
+      params.append(py::make_tuple("b", p.type.numel(), dtype_py(st), upload_shape_py(p.buffer)));
     } else if (p.host.kind == Input::kHost) {
       params.append(py::make_tuple("h", host_value(p)));
     } else if (p.host.kind == Input::kSlot) {
@@ -154,7 +162,12 @@ py::object trace_py(const Trace& g, const std::vector<int>& outputs, int device)
     const auto& s = g.slots[id].slot;
     outs.append(py::make_tuple(id, s->nbytes()));
   }
-  return py::make_tuple(nodes, params, outs, device);
+  py::cpp_function tensor([bufs, device](size_t i) {
+    const Held& h = bufs->at(i);
+    TORCH_CHECK(h.buf, "Defer & Fuse buckets: parameter ", i, " has no buffer");
+    return wrap_buffer(h.buf, h.dtype, {h.numel}, device);
+  });
+  return py::make_tuple(nodes, params, outs, device, tensor);
 }
 
 // Runs the side trace's pending work and forgets it.

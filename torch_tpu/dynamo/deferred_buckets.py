@@ -205,15 +205,15 @@ def _const(p, v, kind="size"):
 
 class _Converter:
     def __init__(self, desc):
-        self.nodes, self.params_desc, self.out_desc, self.device = desc
+        self.nodes, self.params_desc, self.out_desc, self.device, _ = desc
         self.p = _Program()
         self.slot_val = {}   # slot id -> (value id, natural shape list of ints, dtype)
         # A parameter's shape: of the whole, row-major views the trace reads it
         # through, the one of most dims (the user's [b, s], not a flattened [b * s]).
         self.param_shape = {}
         for pid, kind in enumerate(self.params_desc):
-            if kind[0] == "b" and kind[2] is not None and _numel(kind[2]) == kind[1].numel():
-                self.param_shape[pid] = list(kind[2])  # as uploaded: the user's shape
+            if kind[0] == "b" and kind[3] is not None and _numel(kind[3]) == kind[1]:
+                self.param_shape[pid] = list(kind[3])  # as uploaded: the user's shape
         for _, _, args, _, _, _ in self.nodes:
             for a in args:
                 for r in (a[1] if a is not None and a[0] == "L" else [a]):
@@ -221,7 +221,7 @@ class _Converter:
                         continue
                     _, _, pid, sizes, strides, offset, _ = r
                     kind = self.params_desc[pid]
-                    if kind[0] == "b" and kind[2] is None and offset == 0 and _numel(sizes) == kind[1].numel() and \
+                    if kind[0] == "b" and kind[3] is None and offset == 0 and _numel(sizes) == kind[1] and \
                             _dense(sizes, strides) and len(sizes) > len(self.param_shape.get(pid, [])):
                         self.param_shape[pid] = [n for n in sizes]
 
@@ -232,10 +232,9 @@ class _Converter:
         kind = self.params_desc[pid]
         if kind[0] != "b":
             raise _Decline("a host value read as a tensor")
-        flat = kind[1]
-        if flat.dtype != dtype:
+        if kind[2] != dtype:
             raise _Decline("a dtype view of a parameter")
-        shape = self.param_shape.get(pid, [flat.numel()])
+        shape = self.param_shape.get(pid, [kind[1]])
         v = p.new_value()
         p.key.append(f"P{pid}:{dtype}:{len(shape)}")
         holes = [p.hole(x) for x in shape]
@@ -557,11 +556,11 @@ class _Bucketed:
             raise _Decline(self.bg.why_per_size)
 
     def __call__(self, p, desc):
-        params = desc[1]
+        tensor = desc[4]
         args = []
         for pid in p.param_order:
             _, shape, _, _ = p.params[pid]
-            args.append(params[pid][1].view(shape))
+            args.append(tensor(pid).view(shape))
         args.append(p.ints[self.base])
         outs = self.bg(args)
         return [_host_exact(o, shape) for o, (_, shape, _) in zip(outs, p.outputs)]
