@@ -15,8 +15,8 @@ position in a vector; traces of one structure (the same ops, dtypes, non-integer
 arguments and connections) are compared:
  - a template is learnt from two traces at two different sizes: a position whose
    value is equal in both is static; one that differs is `a * s + b` of the one
-   dynamic size s (the first input dim that differs), a and b integers fitted
-   from the two -- so a static dim that happens to equal s in one trace is
+   dynamic size s (the input dim that changes least: the length, not batch *
+   length), a and b integers fitted from the two -- so a static dim that happens to equal s in one trace is
    static, because it does not change in the other;
  - a third trace at a third size must match the template exactly (confirmation);
  - from then on every trace of that structure is instantiated at its own s and
@@ -465,6 +465,7 @@ class _Family:
     """Traces of one structure: their template and, once confirmed, the bucketed graph."""
 
     def __init__(self):
+        self.lock = threading.Lock()
         self.seen = []        # programs at distinct sizes while learning
         self.base = None
         self.tmpl = None
@@ -660,13 +661,17 @@ def hook(desc):
     _count("offered")
     try:
         p = _Converter(desc).convert()
+        with _lock:
+            fam = _families.get(p.skey)
+            if fam is None:
+                if len(_families) >= _MAX_FAMILIES:
+                    _families.clear()
+                fam = _families[p.skey] = _Family()
+        with fam.lock:  # one thread at a time per structure (BucketedGraph is not thread-safe)
+            return fam.offer(p, desc)
     except _Decline as e:
         _count("unsupported", str(e))
         return None
-    with _lock:
-        fam = _families.get(p.skey)
-        if fam is None:
-            if len(_families) >= _MAX_FAMILIES:
-                _families.clear()
-            fam = _families[p.skey] = _Family()
-    return fam.offer(p, desc)
+    except Exception as e:  # noqa: BLE001  never fail a flush: the trace then runs as before
+        _count("unsupported", f"{type(e).__name__}: {str(e)[:300]}")
+        return None
