@@ -509,7 +509,7 @@ class _Family:
         try:
             out = self.graph(p, desc)
         except _Decline as e:
-            self.dead = str(e)
+            self.dead = self.graph.bg.why_per_size or str(e)
             _count("unsupported", self.dead)
             return None
         except Exception as e:  # noqa: BLE001  (an index error...): the per-size run reports it
@@ -552,7 +552,8 @@ class _Bucketed:
         from . import buckets
         from .bucketed_graph import BucketedGraph
         self.gm = _build_graph(p, tmpl, base)
-        self.bg = BucketedGraph(self.gm, "inference", buckets.get_dynamic_buckets(), lambda rec: _PerSize())
+        self.bg = BucketedGraph(self.gm, "inference", buckets.get_dynamic_buckets(), lambda rec: _PerSize(),
+                                counted=False)
         if self.bg.why_per_size:
             raise _Decline(self.bg.why_per_size)
 
