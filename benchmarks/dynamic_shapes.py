@@ -1,9 +1,12 @@
-"""Dynamic shapes in torch.compile(backend="tpu"): buckets vs one program per size.
+"""Dynamic shapes: buckets vs one program per size, in torch.compile(backend="tpu") and
+in Defer & Fuse.
 
-Three workloads over random sizes, each run three ways:
-  per-size  torch.compile(..., dynamic=True, options={"dynamic_buckets": False})
-  buckets   torch.compile(..., dynamic=True)   (powers of two, padded and masked)
-  cpu       PyTorch eager on the CPU
+Three workloads over random sizes, each run these ways:
+  per-size      torch.compile(..., dynamic=True, options={"dynamic_buckets": False})
+  buckets       torch.compile(..., dynamic=True)   (powers of two, padded and masked)
+  dnf-per-size  Defer & Fuse, TORCH_TPU_DEFER_BUCKETS=0 (one fused program per size)
+  dnf-buckets   Defer & Fuse with its buckets (the default; dynamo/deferred_buckets.py)
+  cpu           PyTorch eager on the CPU
 Workloads: (1) a BERT-style encoder classifier (Transformers BertConfig, random
 weights) over batches of random lengths 1-512; (2) a GPT-2-style decoder prefill
 (last-token logits) over random prompt lengths 1-256; (3) an MLP over random batch
@@ -14,12 +17,14 @@ again once everything is compiled), and the largest difference from the CPU.
     python benchmarks/dynamic_shapes.py                     # 200 batches each
     python benchmarks/dynamic_shapes.py --batches 40 --workloads encoder
     python benchmarks/dynamic_shapes.py --workloads encoder --out enc.jsonl  # resumable
+    python benchmarks/dynamic_shapes.py --batches 40 --workloads encoder --ways dnf-per-size,dnf-buckets,cpu
 
 Compiles are real: each workload and way runs in its own process with empty program
 caches (fresh temporary directories). Rows go to a JSON-lines file (--out); a run into the
 same file skips the rows already there. One progress line a batch goes to stderr.
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -84,12 +89,20 @@ WORKLOADS = {"encoder": encoder, "decoder": decoder, "mlp": mlp}
 
 def measure(way, name, model, batches, run, steady):
     torch._dynamo.reset()
-    from torch_tpu.dynamo import bucketed_graph
+    from torch_tpu.dynamo import bucketed_graph, deferred_buckets
     bucketed_graph.reset_stats()
+    deferred_buckets.reset()
+    mode = contextlib.nullcontext()
     if way == "cpu":
         m = model
         fn = run
         to = lambda t: t  # noqa: E731
+    elif way.startswith("dnf"):
+        m = model.to("tpu")
+        os.environ["TORCH_TPU_DEFER_BUCKETS"] = "0" if way == "dnf-per-size" else "1"
+        fn = run
+        to = lambda t: t.to("tpu")  # noqa: E731
+        mode = torch_tpu.execution_mode("defer_and_fuse")
     else:
         m = model.to("tpu")
         opts = {"dynamic_buckets": False} if way == "per-size" else {}
@@ -98,7 +111,7 @@ def measure(way, name, model, batches, run, steady):
         to = lambda t: t.to("tpu")  # noqa: E731
     before = torch_tpu.debug.metrics()
     outs = []
-    with torch.no_grad():
+    with torch.no_grad(), mode:
         t0 = time.perf_counter()
         for i, b in enumerate(batches):
             outs.append(fn(m, *[to(t) for t in b]).cpu())
@@ -116,6 +129,12 @@ def measure(way, name, model, batches, run, steady):
     after = torch_tpu.debug.metrics()
     programs = after["programs_compiled"] - before["programs_compiled"] if way != "cpu" else 0
     stats = bucketed_graph.stats()
+    if way.startswith("dnf"):
+        d = deferred_buckets.stats()
+        stats = dict(per_size_reasons=d["reasons"] if not d["bucketed"] else [],
+                     dnf=f"bucketed {d['bucketed']}, learning {d['learning']}, "
+                         f"unverified {d['unverified']}, unsupported {d['unsupported']}")
+        os.environ.pop("TORCH_TPU_DEFER_BUCKETS", None)
     if way != "cpu":
         model.to("cpu")
     return dict(programs=programs, total=total, per_batch=per_batch, outs=outs,
@@ -136,8 +155,10 @@ def run_one(cfg, name, way):
     err = max((o - c).abs().max().item() for o, c in zip(r["outs"], ref["outs"]))
     s = r["stats"]
     note = ""
-    if way == "buckets" and s["per_size_reasons"]:
+    if way in ("buckets", "dnf-buckets") and s["per_size_reasons"]:
         note = s["per_size_reasons"][0].splitlines()[0][:80]
+    if "dnf" in s:
+        note = (s["dnf"] + " " + note).strip()
     row = dict(workload=name, batches=cfg.batches, distinct=distinct, way=way,
                programs=r["programs"], compile_s=r["compile_s"], total_s=r["total"],
                steady_ms=r["per_batch"] * 1e3, max_diff=err, note=note,
@@ -177,7 +198,7 @@ def main():
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--workloads", default="encoder,decoder,mlp")
-    p.add_argument("--ways", default="per-size,buckets,cpu")
+    p.add_argument("--ways", default="per-size,buckets,dnf-per-size,dnf-buckets,cpu")
     p.add_argument("--out", default=None,
                    help="JSON-lines results file; rows already in it are not run again "
                         "(default: a new temporary file)")

@@ -76,6 +76,11 @@ SETTINGS = (
     _S("TORCH_TPU_LAUNCH_BLOCKING", "bool", "0",
        "Every op runs synchronously, so an error points at the op that caused it; wins over "
        "the execution mode.", aliases=("TPU_LAUNCH_BLOCKING",)),
+    _S("TORCH_TPU_DEFER_BUCKETS", "bool", "1",
+       "Defer & Fuse: a trace whose sizes keep changing runs as the padded program of its "
+       "size's bucket (torch_tpu.set_dynamic_buckets) once it verifies against a template "
+       "learnt from traces of the same ops at other sizes (docs/compile.md). `0`: one fused "
+       "program per size."),
     _S("TORCH_TPU_DEFER_STACKS", "bool", "1",
        "Defer & Fuse: each recorded op keeps the user's innermost Python frames, to name the "
        "line of a failing node. `0` skips it.", scope="c++"),

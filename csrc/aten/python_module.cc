@@ -23,6 +23,7 @@
 namespace tpu::aten {
 void register_hooks();
 void bind_modes(pybind11::module& m);
+void bind_deferred_buckets(pybind11::module& m);
 void bind_compiled(pybind11::module& m);
 void install_flush_hook();
 }
@@ -92,6 +93,7 @@ py::dict metrics_dict() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   tpu::aten::bind_modes(m);
+  tpu::aten::bind_deferred_buckets(m);
   tpu::aten::bind_compiled(m);
   tpu::dist::bind_distributed(m);
   m.def("_register", [] {
