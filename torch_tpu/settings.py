@@ -81,6 +81,11 @@ SETTINGS = (
        "size's bucket (torch_tpu.set_dynamic_buckets) once it verifies against a template "
        "learnt from traces of the same ops at other sizes (docs/compile.md). `0`: one fused "
        "program per size."),
+    _S("TORCH_TPU_DEFER_BUCKETS_HOT", "int", "8",
+       "Defer & Fuse buckets: a size whose trace has run padded this many times gets its own "
+       "exact-size program at its next run (compiled once, then a plain cache hit: no padding, "
+       "no hook), so sizes that recur pay the bucket's overhead a bounded number of times. "
+       "`0`: always padded.", minimum=0),
     _S("TORCH_TPU_DEFER_STACKS", "bool", "1",
        "Defer & Fuse: each recorded op keeps the user's innermost Python frames, to name the "
        "line of a failing node. `0` skips it.", scope="c++"),

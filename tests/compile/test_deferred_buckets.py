@@ -134,6 +134,38 @@ def test_trace_that_does_not_verify_runs_per_size():
     assert s["unverified"] >= 1 and s["bucketed"] >= 2, s
 
 
+def test_recurring_size_gets_its_own_program(monkeypatch):
+    # TORCH_TPU_DEFER_BUCKETS_HOT=2: length 5 runs padded twice, its third run compiles
+    # its own exact-size program, and later runs at 5 are plain cache hits (no miss, no
+    # padded run); results stay exact throughout
+    monkeypatch.setenv("TORCH_TPU_DEFER_BUCKETS_HOT", "2")
+
+    def f(x):
+        return x.softmax(1), x.cumsum(1), x.mean(1)
+
+    def run(n, seed):
+        x = torch.randn(2, n, generator=torch.Generator().manual_seed(seed))
+        _compare(f(x), f(x.to("tpu")))
+
+    with torch.no_grad():
+        for i, n in enumerate((2, 3, 4)):  # learn and confirm (4 runs padded)
+            run(n, i)
+        for i in range(2):
+            run(5, 10 + i)
+        s = deferred_buckets.stats()
+        assert s["bucketed"] == 3 and s["promoted"] == 0, s
+        before = _misses()
+        run(5, 20)  # promoted: compiles length 5's own program
+        s = deferred_buckets.stats()
+        assert s["promoted"] == 1 and s["bucketed"] == 3, s
+        assert _misses() - before == 1
+        before = _misses()
+        for i in range(3):
+            run(5, 30 + i)  # its cached program: no miss, nothing offered
+        assert _misses() == before
+        assert deferred_buckets.stats()["bucketed"] == 3
+
+
 def test_opt_out(monkeypatch):
     monkeypatch.setenv("TORCH_TPU_DEFER_BUCKETS", "0")
     with torch.no_grad():

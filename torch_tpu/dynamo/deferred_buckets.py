@@ -27,6 +27,14 @@ Outputs (the storages the trace wrote that are still alive) are the padded
 program's results sliced back to their real sizes on the host and uploaded:
 the user's tensors get buffers of their own sizes.
 
+A size that recurs is promoted: once a trace has run padded
+TORCH_TPU_DEFER_BUCKETS_HOT times at one size, its next run at that size is declined
+and compiles its own exact-size fused program, which the cache then serves with no
+hook, no padding and no host slicing. So the bucketed path's per-flush cost (the
+trace converted and verified here, inputs padded and outputs sliced on the host) is
+paid a bounded number of times per size, and a long run over recurring lengths
+converges to per-size speed with programs only for the lengths that recur.
+
 Not offered: traces with random ops, traces recorded by autograd's backward
 (training steps run per size, exact), compiled graphs' captures. Off with
 TORCH_TPU_DEFER_BUCKETS=0; the bucket sizes are torch_tpu.set_dynamic_buckets'.
@@ -40,7 +48,7 @@ import torch
 from .. import settings
 
 _lock = threading.Lock()
-_stats = dict(offered=0, bucketed=0, learning=0, unverified=0, unsupported=0)
+_stats = dict(offered=0, bucketed=0, learning=0, unverified=0, unsupported=0, promoted=0)
 _reasons = []
 _families = {}
 _MAX_FAMILIES = 256
@@ -53,7 +61,8 @@ class _Decline(Exception):
 def stats():
     """offered (fused-cache misses seen), bucketed (ran padded), learning (no
     confirmed template yet), unverified (did not match the template: ran per size),
-    unsupported (a trace that cannot be expressed), reasons (newest last)."""
+    unsupported (a trace that cannot be expressed), promoted (a recurring size given
+    its own program: TORCH_TPU_DEFER_BUCKETS_HOT), reasons (newest last)."""
     with _lock:
         d = dict(_stats)
         d["reasons"] = list(_reasons)
@@ -472,6 +481,7 @@ class _Family:
         self.confirmed = False
         self.graph = None
         self.dead = None      # why this structure never runs padded
+        self.runs = {}        # s -> padded runs at that size (promotion to its own program)
 
     def offer(self, p, desc):
         if self.dead:
@@ -482,7 +492,18 @@ class _Family:
         if not _matches(self.tmpl, p.ints, self.base):
             _count("unverified", f"a trace that does not match its template at s={p.ints[self.base]}")
             return None
-        return self._run(p, desc)
+        s = p.ints[self.base]
+        hot = settings.get("TORCH_TPU_DEFER_BUCKETS_HOT")
+        if hot and self.runs.get(s, 0) >= hot:
+            # Recurring: this run compiles its own exact-size program (declined here),
+            # which the fused cache serves from now on without offering it again.
+            self.runs.pop(s)
+            _count("promoted")
+            return None
+        out = self._run(p, desc)
+        if out is not None:
+            self.runs[s] = self.runs.get(s, 0) + 1
+        return out
 
     def _learn(self, p, desc):
         base = _base_position(p, self.seen[-1]) if self.seen else None
