@@ -55,6 +55,14 @@ SETTINGS = (
        "thread per core, a thread that loses its core stalls every parallel loop that waits "
        "on it, which on a shared 2-core machine doubled the step (docs/performance.md).",
        scope="c++", minimum=1),
+    _S("TORCH_TPU_CPU_HOST_GEMM", "bool", "0",
+       "On the CPU plugin, float32 matrix products of the forms a BLAS takes (2-D, or batched "
+       "over a leading dimension, either operand transposed) run as a custom call into "
+       "PyTorch's own CPU GEMM (MKL) instead of XLA's dot. Alone, XLA's transposed and batched "
+       "products are 1.4-2x slower than PyTorch's; in the GPT step the call has not yet "
+       "measured faster (docs/performance.md), so it is off by default. Needs a build with "
+       "jaxlib's XLA FFI header.",
+       scope="c++"),
     _S("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "bool", "1",
        "On the CPU plugin, glibc keeps freed memory for reuse instead of returning it to the "
        "system (`torch.tpu.empty_cache()` returns it). Off when GLIBC_TUNABLES or a MALLOC_*_ "

@@ -10,6 +10,7 @@
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "engine/host_gemm.h"
 #include "engine/disk_cache.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -106,6 +107,9 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().configure(platform, path, cpu_devices, plugin_logs, keep_cpu_heap);
   });
   m.def("_host_memory_kept", &tpu::engine::host_memory_kept);
+  m.def("_host_gemm_enabled", [] {  // products as calls into PyTorch's CPU GEMM (engine/host_gemm.h)
+    return guarded([] { Runtime::get().client(); return tpu::engine::host_gemm_enabled(); });
+  });
   m.def("_initialized", [] { return Runtime::get().initialized(); });
   m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });
   m.def("_device_count", [] { return guarded([] { return Runtime::get().device_count(); }); });
