@@ -11,6 +11,7 @@
 #include "core/settings.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ThreadLocalState.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -94,7 +95,10 @@ bool may_pipeline() {
 // launch to raise (it compiles again and reports as Strict Eager always has).
 void compile_soon(const std::shared_ptr<Entry>& e, const std::string& what) {
   if (e->has_executable()) return;
-  engine::run_in_background([e, what] {
+  // The caller's thread-local state (the profiler's among it) goes with the job,
+  // so a profile of the call shows its compile, as it does compiling at the call.
+  engine::run_in_background([e, what, state = at::ThreadLocalState()] {
+    at::ThreadLocalStateGuard guard(state);
     try {
       e->executable(what);
     } catch (...) {
