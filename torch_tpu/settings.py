@@ -103,7 +103,7 @@ SETTINGS = (
     _S("TORCH_TPU_PIPELINED_COMPILE", "bool", "",
        "Strict Eager: an op whose program is not cached yet compiles on a background pool while "
        "later ops are recorded; the programs run in order at the next sync point. Unset: on "
-       "only where the process may use at least 4 CPUs (on 2 it measured no gain).",
+       "where the process may use at least 2 CPUs.",
        scope="c++"),
     _S("TORCH_TPU_COMPILE_LOG_SECONDS", "float", "5",
        "A compile still running after this many seconds prints one line on stderr naming the "
