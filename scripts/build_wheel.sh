@@ -31,7 +31,7 @@ for py in ${pythons[@]+"${pythons[@]}"}; do
   release=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -c \
     "import torch; print('.'.join(torch.__version__.split('+')[0].split('.')[:2]))")
   echo "== extension for torch $release ($py)"
-  "$py" scripts/cmake_ext.py "build/torch-$release" "torch_tpu/_ext/torch_${release/./_}" >/dev/null
+  "$py" scripts/cmake_ext.py --pch "build/torch-$release" "torch_tpu/_ext/torch_${release/./_}" >/dev/null
 done
 sources=$(python3 scripts/cmake_ext.py --sources)
 packed=()
