@@ -1,13 +1,13 @@
-"""Time to the end of the first and the third GPT training step in a fresh process
-with an empty compile cache, per execution mode, with Strict Eager's pipelined
-compilation on and off (TORCH_TPU_PIPELINED_COMPILE), side by side.
+"""Time to the end of the first and the third GPT training (or inference) step in a
+fresh process with an empty compile cache, per execution mode, with Strict Eager's
+pipelined compilation on and off (TORCH_TPU_PIPELINED_COMPILE), side by side.
 
     python benchmarks/cold_start.py [--rounds 3] [--configs strict,strict_serial,defer_and_fuse]
-                                    [--warm] [--against DIR] [--google-rows]
+                                    [--warm] [--against DIR] [--google-rows] [--infer]
 
 Configs: strict (Strict Eager, pipelined compilation: TORCH_TPU_PIPELINED_COMPILE=1, the
-default where the process has 4 CPUs or more), strict_serial (Strict Eager compiling each
-op's program at its call: TORCH_TPU_PIPELINED_COMPILE=0, the default below 4 CPUs),
+default where the process has 2 CPUs or more), strict_serial (Strict Eager compiling each
+op's program at its call: TORCH_TPU_PIPELINED_COMPILE=0, the default on 1 CPU),
 defer_and_fuse. Each run is a new interpreter with a new empty cache directory; the
 rounds interleave the configs (one run of each per round) so that load from elsewhere
 falls on all alike; the figures are medians over the rounds. --warm adds a second run
@@ -17,7 +17,9 @@ extension, e.g. a copy of the current head's), in the same rounds. --google-rows
 Google's TorchTPU 0.2.0 (DEFER_NEVER and DEFER_AND_FUSE, from .peers/google_tpu, made
 by `peers.py --setup google_tpu`) on the same CPU plugin, timed the same way: the
 loss's `.item()`, then the accelerator's synchronize. The model, batch and step are
-peers.py's (GPT 4 layers x 256, 4 heads, context 128, batch 8, AdamW, examples/mingpt).
+peers.py's (GPT 4 layers x 256, 4 heads, context 128, batch 8, AdamW, examples/mingpt);
+--infer times the inference step instead (the model in eval mode, a no-grad forward to
+the loss), as peers.py's inference rows.
 "cpu s" is the process's CPU time to the end of the first step: what a loaded
 machine's wall time scales with.
 """
@@ -55,7 +57,9 @@ def child(args):
     t_import = time.perf_counter() - T0
     model, x, y = gpt_bench.tpu_gpt_and_batch(args)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    step = gpt_bench.make_step(model, opt, x, y, True)
+    if args.infer:
+        model.eval()  # as peers.py's inference rows: no dropout
+    step = gpt_bench.make_step(model, opt, x, y, not args.infer)
     ends, losses, t, c = [], [], time.perf_counter(), time.process_time()
     compiles_after_first = None
     for i in range(3):
@@ -82,6 +86,8 @@ def run(config, cache_dir, args, against=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("TORCH_TPU_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     cmd = [sys.executable, os.path.abspath(__file__), "--child"] + gpt_bench.size_argv(args)
+    if args.infer:
+        cmd.append("--infer")
     if config in GOOGLE:
         import peers
         env = {k: v for k, v in env.items() if not k.startswith("TPU_")}
@@ -122,6 +128,8 @@ def main():
     ap.add_argument("--against", metavar="DIR", help="also each config with DIR's torch_tpu")
     ap.add_argument("--google-rows", dest="google_rows", action="store_true",
                     help="also Google's TorchTPU DEFER_NEVER and DEFER_AND_FUSE")
+    ap.add_argument("--infer", action="store_true",
+                    help="time the no-grad forward (inference step) instead of the training step")
     ap.add_argument("--out", help="write every run as JSON here")
     gpt_bench.add_size_args(ap)
     args = ap.parse_args()
@@ -150,7 +158,8 @@ def main():
                     warm[label].append(run(c, tmp, args, other))
     med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
     print(f"GPT {args.layers} layers x {args.width}, context {args.context}, batch {args.batch}, "
-          f"AdamW; fresh process, empty compile cache; median of {args.rounds} interleaved "
+          f"{'inference (no-grad forward)' if args.infer else 'AdamW training'} step; "
+          f"fresh process, empty compile cache; median of {args.rounds} interleaved "
           f"rounds; {os.cpu_count()} CPUs, load average {min(loads):.1f}-{max(loads):.1f} "
           f"during the runs" + (f"; @against: {args.against}" if args.against else ""))
     print(f"{'row':<24} {'cache':<6} {'1st step s':>10} {'cpu s':>6} {'3rd end s':>9} "

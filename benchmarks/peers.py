@@ -6,6 +6,8 @@ torch.compile(backend="openxla")) and JAX (jit), in one run.
     python benchmarks/peers.py --setup      # once: creates .peers/google_tpu, .peers/torch_xla, .peers/jax
     python benchmarks/peers.py              # the table (.peers/peers.md and .peers/peers.json)
     python benchmarks/peers.py --modes strict_eager,defer_and_fuse --steps 5
+    python benchmarks/peers.py --modes defer_and_fuse,defer_and_fuse+TORCH_TPU_CPU_HOST_GEMM=0
+                                            # a mode+VAR=VAL row: that setting's A/B in one run
 
 Modes:
   strict_eager, defer_and_fuse   torch_tpu on the `tpu` device (the CPU PJRT plugin by default)
@@ -360,12 +362,21 @@ def child(args):
         reply(dict(error=f"{type(e).__name__}: {msg}"))
 
 
+def split_mode(mode):
+    """A mode with environment settings ("defer_and_fuse+TORCH_TPU_CPU_HOST_GEMM=0", for an
+    A/B of a setting within one interleaved run): (the mode, {variable: value})."""
+    base, *settings = mode.split("+")
+    return base, dict(kv.split("=", 1) for kv in settings)
+
+
 def start_child(mode, args, train):
     """One mode's interpreter: its venv's python (an error row when that venv is
     missing), with empty compile caches of its own so the first step compiles."""
+    label = mode
+    mode, extra_env = split_mode(label)
     py = python_of(mode, args.peers_dir)
     if not os.path.exists(py):
-        return StepChild(mode, error=f"no {os.path.dirname(os.path.dirname(py))} "
+        return StepChild(label, error=f"no {os.path.dirname(os.path.dirname(py))} "
                                      f"(run benchmarks/peers.py --setup)")
     cmd = [py, os.path.abspath(__file__), "--child", mode, "--init", args.init,
            "--warmup", str(args.warmup), "--threads", str(args.threads or 0)]
@@ -379,17 +390,18 @@ def start_child(mode, args, train):
         env = {k: v for k, v in env.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
         plugin = cpu_plugin_path()
         if plugin is None:
-            return StepChild(mode, error="no CPU PJRT plugin (xla-cpu-pjrt) in this venv")
+            return StepChild(label, error="no CPU PJRT plugin (xla-cpu-pjrt) in this venv")
         env["TPU_LIBRARY_PATH"] = plugin
         cmd += ["--log", log_path(mode, args, train)]
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
+    env.update(extra_env)
     # Empty for each mode and step kind: the first step compiles (an inference child
     # sharing the training child's directory would load its programs from disk).
     kind = "train" if train else "infer"
-    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}")
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, f"{mode}_{kind}_inductor")
-    return StepChild(mode, cmd, env, quiet=not args.verbose)
+    env["TORCH_TPU_CACHE_DIR"] = os.path.join(args.cache, f"{label}_{kind}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(args.cache, f"{label}_{kind}_inductor")
+    return StepChild(label, cmd, env, quiet=not args.verbose)
 
 
 def log_path(mode, args, train):
@@ -529,7 +541,7 @@ def main():
             p.error(f"unknown environment(s) {', '.join(unknown)}; choose from {', '.join(ENVS)}")
         return setup_envs(names, args.peers_dir)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if split_mode(m)[0] not in MODES]
     if unknown:
         p.error(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]

@@ -32,6 +32,16 @@ def _pjrt_include():
         sys.path.pop(0)
 
 
+def _xla_ffi_include():
+    """jaxlib's include folder (XLA's FFI C API header), or "" without jaxlib; found
+    without importing it."""
+    import importlib.util
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    return os.path.join(list(spec.submodule_search_locations)[0], "include")
+
+
 def settings():
     # torch_tpu/settings.py imports only the standard library: load it without the package.
     import importlib.util
@@ -121,6 +131,7 @@ def build(build_dir, out_dir, targets=(), pch=False, reuse_env_headers=False):
     args = [
         "cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
         f"-DPJRT_INCLUDE_DIR={_pjrt_include()}",
+        f"-DXLA_FFI_INCLUDE_DIR={_xla_ffi_include()}",
         f"-DTORCH_VERSION={torch.__version__.split('+')[0]}",
         "-DTORCH_INCLUDE_DIRS=" + ";".join(cpp_extension.include_paths()),
         f"-DTORCH_LIBRARY_DIR={os.path.join(os.path.dirname(torch.__file__), 'lib')}",

@@ -46,7 +46,13 @@ def assert_close_cpu(tpu_tensor, cpu_tensor, **kw):
     torch.testing.assert_close(tpu_tensor.cpu(), cpu_tensor, **tol)
 
 
-def run_python(code, env=None, timeout=120):
+# How long a child process or a waiting thread may take before a test calls it hung.
+# Generous on purpose: it only has to catch a real hang, and on a loaded CI machine (two
+# test runs at once on two cores) a child that takes 10 s on a quiet one takes minutes.
+HANG_SECONDS = 600
+
+
+def run_python(code, env=None, timeout=HANG_SECONDS):
     """Runs `code` in a fresh interpreter (sys.executable); returns the CompletedProcess.
 
     Never hangs the suite: a child that does not finish within `timeout` fails the test.

@@ -87,6 +87,16 @@ from .device import (  # noqa: E402,F401
     device_count, is_available, synchronize, manual_seed, manual_seed_all)
 from .dynamo.buckets import set_dynamic_buckets  # noqa: E402,F401  (imports no Dynamo)
 
+
+def _deferred_bucket_hook(desc):
+    # Defer & Fuse's fused-cache misses (torch_tpu/dynamo/deferred_buckets.py),
+    # imported at the first miss: a process that never misses imports nothing.
+    from .dynamo import deferred_buckets
+    return deferred_buckets.hook(desc)
+
+
+_C._set_deferred_bucket_hook(_deferred_bucket_hook)
+
 __all__ = ["cache", "debug", "device_count", "is_available", "synchronize", "manual_seed",
            "manual_seed_all", "set_execution_mode", "get_execution_mode", "execution_mode",
            "mark_step", "set_dynamic_buckets"]

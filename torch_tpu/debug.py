@@ -135,7 +135,7 @@ def host_tier(enabled):
 @contextlib.contextmanager
 def pipelined_compile(enabled):
     """Turns Strict Eager's pipelined compilation on or off inside the block (by
-    default on where the process has 4 CPUs or more; TORCH_TPU_PIPELINED_COMPILE=1|0
+    default on where the process has 2 CPUs or more; TORCH_TPU_PIPELINED_COMPILE=1|0
     sets it for the process): an op whose
     single-op program is not compiled yet is recorded while the program compiles on
     a background thread (TORCH_TPU_COMPILE_THREADS), and the recorded ops run in

@@ -55,6 +55,14 @@ SETTINGS = (
        "thread per core, a thread that loses its core stalls every parallel loop that waits "
        "on it, which on a shared 2-core machine doubled the step (docs/performance.md).",
        scope="c++", minimum=1),
+    _S("TORCH_TPU_CPU_HOST_GEMM", "bool", "0",
+       "On the CPU plugin, float32 matrix products of the forms a BLAS takes (2-D, or batched "
+       "over a leading dimension, either operand transposed) run as a custom call into "
+       "PyTorch's own CPU GEMM (MKL) instead of XLA's dot. Alone, XLA's transposed and batched "
+       "products are 1.4-2x slower than PyTorch's; in the GPT step the call has not yet "
+       "measured faster (docs/performance.md), so it is off by default. Needs a build with "
+       "jaxlib's XLA FFI header.",
+       scope="c++"),
     _S("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "bool", "1",
        "On the CPU plugin, glibc keeps freed memory for reuse instead of returning it to the "
        "system (`torch.tpu.empty_cache()` returns it). Off when GLIBC_TUNABLES or a MALLOC_*_ "
@@ -76,6 +84,16 @@ SETTINGS = (
     _S("TORCH_TPU_LAUNCH_BLOCKING", "bool", "0",
        "Every op runs synchronously, so an error points at the op that caused it; wins over "
        "the execution mode.", aliases=("TPU_LAUNCH_BLOCKING",)),
+    _S("TORCH_TPU_DEFER_BUCKETS", "bool", "1",
+       "Defer & Fuse: a trace whose sizes keep changing runs as the padded program of its "
+       "size's bucket (torch_tpu.set_dynamic_buckets) once it verifies against a template "
+       "learnt from traces of the same ops at other sizes (docs/compile.md). `0`: one fused "
+       "program per size."),
+    _S("TORCH_TPU_DEFER_BUCKETS_HOT", "int", "8",
+       "Defer & Fuse buckets: a size whose trace has run padded this many times gets its own "
+       "exact-size program at its next run (compiled once, then a plain cache hit: no padding, "
+       "no hook), so sizes that recur pay the bucket's overhead a bounded number of times. "
+       "`0`: always padded.", minimum=0),
     _S("TORCH_TPU_DEFER_STACKS", "bool", "1",
        "Defer & Fuse: each recorded op keeps the user's innermost Python frames, to name the "
        "line of a failing node. `0` skips it.", scope="c++"),
@@ -85,7 +103,7 @@ SETTINGS = (
     _S("TORCH_TPU_PIPELINED_COMPILE", "bool", "",
        "Strict Eager: an op whose program is not cached yet compiles on a background pool while "
        "later ops are recorded; the programs run in order at the next sync point. Unset: on "
-       "only where the process may use at least 4 CPUs (on 2 it measured no gain).",
+       "where the process may use at least 2 CPUs.",
        scope="c++"),
     _S("TORCH_TPU_COMPILE_LOG_SECONDS", "float", "5",
        "A compile still running after this many seconds prints one line on stderr naming the "

@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "aten/deferred_buckets.h"
 #include "aten/kernels.h"
 #include "aten/host_copy.h"
 #include "aten/deferred_graph.h"
@@ -49,7 +50,9 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   hlo::ElemType elem = lower::to_elem(dst.scalar_type());
   int64_t length = slot->nbytes() / static_cast<int64_t>(engine::elem_size(elem));
   if (engine::covers_whole(layout_of(dst), length)) {
-    slot->set_buffer(engine::upload(host.const_data_ptr(), elem, {length}, slot->device()), elem);
+    auto buf = engine::upload(host.const_data_ptr(), elem, {length}, slot->device());
+    note_upload_shape(buf, dst.sizes());
+    slot->set_buffer(std::move(buf), elem);
     return;
   }
   int64_t n = host.numel();

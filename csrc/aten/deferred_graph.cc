@@ -27,6 +27,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "aten/deferred_buckets.h"
 #include "aten/op_kernel.h"
 #include "aten/python_stack.h"
 #include "aten/trace.h"
@@ -67,6 +68,10 @@ std::vector<std::weak_ptr<Trace>>& all_traces() {
 
 std::thread::id main_thread_id = std::this_thread::get_id();
 
+// This thread's own trace while its thread lives (the bucket hook runs only for
+// the owner's flushes, never at thread exit).
+thread_local Trace* t_own_trace = nullptr;
+
 // Owns the thread's trace: at thread exit its pending work runs (nobody else
 // may ever read it, and its slots and the trace would keep each other alive).
 // The main thread's is left alone: at process exit the runtime may be gone.
@@ -77,8 +82,10 @@ struct ThreadTrace {
     auto& v = all_traces();
     v.erase(std::remove_if(v.begin(), v.end(), [](auto& w) { return w.expired(); }), v.end());
     v.push_back(t);
+    t_own_trace = t.get();
   }
   ~ThreadTrace() {
+    t_own_trace = nullptr;
     if (std::this_thread::get_id() == main_thread_id) return;
     try {
       std::lock_guard<std::mutex> g(t->mu);
@@ -119,6 +126,7 @@ void clear(Trace& g) {
   g.params.clear();
   g.key.clear();
   g.device = -1;
+  g.in_backward = false;
   g.pipelined.store(false, std::memory_order_relaxed);
 }
 
@@ -367,6 +375,18 @@ void run_graph(Trace& g, const std::string& reason, RunInfo* info) {
     g.runs++;
     return;
   }
+  // Otherwise a trace whose sizes keep changing may run as its size's bucket
+  // program (deferred_buckets.h), when it verifies against its template. After
+  // the node-by-node rule: a small trace that runs with no compile at all (a
+  // generate loop's growing cat) is better off there.
+  if (!prog && !info && &g == t_own_trace && run_trace_bucketed(g, outputs, device)) {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.s.graphs_run_bucketed++;
+    st.s.materializations[reason]++;
+    g.runs++;
+    return;
+  }
   if (!prog) {
     compiled = true;
     prog = std::make_shared<FusedProgram>();
@@ -531,6 +551,7 @@ void Trace::flush_locked(const std::string& reason, RunInfo* info) {
 }
 
 const std::shared_ptr<Trace>& this_thread_trace() {
+  if (const std::shared_ptr<Trace>* side = side_trace()) return *side;
   thread_local ThreadTrace t;
   return t.t;
 }
@@ -562,6 +583,7 @@ void record_deferred(Call& c, std::shared_ptr<Entry> e, bool pipelined) {
   if (pipelined && g.nodes.empty() && !g.unbounded) g.pipelined.store(true, std::memory_order_relaxed);
   draw_rng(c, *e);
 
+  if (torch::autograd::get_current_graph_task_id() >= 0) g.in_backward = true;
   Node n{c.take_record(), e, {}, {}, std::move(stack)};
   put(g.key, c.key.size());
   g.key.append(c.key);

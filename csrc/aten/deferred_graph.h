@@ -54,6 +54,8 @@ struct DeferredStats {
   // Traces whose shapes keep changing, run node by node (trace_by_node.h), and their nodes.
   uint64_t graphs_run_by_node = 0;
   uint64_t nodes_run_by_node = 0;
+  // Traces run as their size's bucket program (deferred_buckets.h).
+  uint64_t graphs_run_bucketed = 0;
   // Strict Eager's pipelined traces (op_kernel.cc) and their nodes.
   uint64_t graphs_pipelined = 0;
   uint64_t nodes_pipelined = 0;

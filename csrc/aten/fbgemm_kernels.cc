@@ -21,6 +21,7 @@
 #include "aten/kernels.h"
 #include "aten/op_kernel.h"
 #include "aten/python_site.h"
+#include "aten/tbe_dense_backward.h"
 #include "engine/metrics.h"
 
 TORCH_LIBRARY_FRAGMENT(tpu, m) {
@@ -54,10 +55,6 @@ void permute_sparse_kernel(const c10::OperatorHandle& op, torch::jit::Stack* sta
   op_kernel(op, stack);
 }
 
-// Stack layout of dense_embedding_codegen_lookup_function's arguments.
-enum { kWeights = 0, kWeightsOffsets = 1, kDOffsets = 2, kMaxD = 4, kHashSizeCumsum = 5,
-       kIndices = 7, kOffsets = 8, kPoolingMode = 9, kIndiceWeights = 10 };
-
 class TbeDenseLookup : public torch::autograd::Function<TbeDenseLookup> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor dev_weights,
@@ -73,21 +70,7 @@ class TbeDenseLookup : public torch::autograd::Function<TbeDenseLookup> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto& a = ctx->saved_data["args"].toTupleRef().elements();
-    static auto bwd = c10::Dispatcher::singleton()
-                          .findSchemaOrThrow("tpu::tbe_dense_backward", "")
-                          .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                            const at::Tensor&, const at::Tensor&, int64_t,
-                                            const at::Tensor&, const at::Tensor&,
-                                            const at::Tensor&, int64_t,
-                                            const std::optional<at::Tensor>&)>();
-    std::optional<at::Tensor> pw;
-    if (!a[kIndiceWeights].isNone()) pw = a[kIndiceWeights].toTensor();
-    at::Tensor g = bwd.call(grads[0].contiguous(), a[kWeights].toTensor(),
-                            a[kWeightsOffsets].toTensor(), a[kDOffsets].toTensor(),
-                            a[kMaxD].toInt(), a[kHashSizeCumsum].toTensor(),
-                            a[kIndices].toTensor(), a[kOffsets].toTensor(),
-                            a[kPoolingMode].toInt(), pw);
-    return {g, at::Tensor(), at::Tensor()};
+    return {tbe_dense_lookup_weights_grad(grads[0], a), at::Tensor(), at::Tensor()};
   }
 };
 

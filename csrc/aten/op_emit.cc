@@ -5,6 +5,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "aten/generator.h"
 #include "aten/op_call.h"
@@ -403,6 +404,11 @@ std::shared_ptr<Entry> entry_for(Call& c) {
     c.walk();
     return entry_for(c);
   }
+  // Threads that missed the same key at once built equal entries: the first one
+  // in wins, so they share its lock and compile its program once (Entry::executable).
+  static std::mutex insert_mu;
+  std::lock_guard<std::mutex> g(insert_mu);
+  if (std::shared_ptr<Entry> first = cache.find(c.key)) return first;
   cache.insert(c.key, e);
   return e;
 }

@@ -46,6 +46,7 @@ void bind_modes(py::module& m) {
     d["fused_cache_hits"] = s.fused_cache_hits;
     d["fused_cache_misses"] = s.fused_cache_misses;
     d["graphs_run_by_node"] = s.graphs_run_by_node;
+    d["graphs_run_bucketed"] = s.graphs_run_bucketed;
     d["nodes_run_by_node"] = s.nodes_run_by_node;
     d["graphs_pipelined"] = s.graphs_pipelined;
     d["nodes_pipelined"] = s.nodes_pipelined;

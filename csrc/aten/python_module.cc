@@ -10,6 +10,7 @@
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "engine/host_gemm.h"
 #include "engine/disk_cache.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -23,6 +24,7 @@
 namespace tpu::aten {
 void register_hooks();
 void bind_modes(pybind11::module& m);
+void bind_deferred_buckets(pybind11::module& m);
 void bind_compiled(pybind11::module& m);
 void install_flush_hook();
 }
@@ -92,6 +94,7 @@ py::dict metrics_dict() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   tpu::aten::bind_modes(m);
+  tpu::aten::bind_deferred_buckets(m);
   tpu::aten::bind_compiled(m);
   tpu::dist::bind_distributed(m);
   m.def("_register", [] {
@@ -104,6 +107,9 @@ PYBIND11_MODULE(_C, m) {
     Runtime::get().configure(platform, path, cpu_devices, plugin_logs, keep_cpu_heap);
   });
   m.def("_host_memory_kept", &tpu::engine::host_memory_kept);
+  m.def("_host_gemm_enabled", [] {  // products as calls into PyTorch's CPU GEMM (engine/host_gemm.h)
+    return guarded([] { Runtime::get().client(); return tpu::engine::host_gemm_enabled(); });
+  });
   m.def("_initialized", [] { return Runtime::get().initialized(); });
   m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });
   m.def("_device_count", [] { return guarded([] { return Runtime::get().device_count(); }); });

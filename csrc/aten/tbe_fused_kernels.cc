@@ -26,6 +26,8 @@
 #include <optional>
 #include <string>
 
+#include "aten/tbe_dense_backward.h"
+
 namespace tpu::aten {
 namespace {
 
@@ -116,21 +118,8 @@ class TbeFusedLookup : public torch::autograd::Function<TbeFusedLookup> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    // The dense op's argument positions (its schema).
-    enum { kW = 0, kWo = 1, kDo = 2, kMaxD = 4, kHs = 5, kIdx = 7, kOff = 8, kPool = 9,
-           kPw = 10 };
     const std::vector<c10::IValue> a = ctx->saved_data["args"].toList().vec();
-    static auto bwd = c10::Dispatcher::singleton()
-                          .findSchemaOrThrow("tpu::tbe_dense_backward", "")
-                          .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                            const at::Tensor&, const at::Tensor&, int64_t,
-                                            const at::Tensor&, const at::Tensor&,
-                                            const at::Tensor&, int64_t,
-                                            const std::optional<at::Tensor>&)>();
-    at::Tensor g = bwd.call(grads[0].contiguous(), a[kW].toTensor(), a[kWo].toTensor(),
-                            a[kDo].toTensor(), a[kMaxD].toInt(), a[kHs].toTensor(),
-                            a[kIdx].toTensor(), a[kOff].toTensor(), a[kPool].toInt(),
-                            opt_tensor(a[kPw]));
+    at::Tensor g = tbe_dense_lookup_weights_grad(grads[0], a);
     Update u;
     u.kind = static_cast<Update::Kind>(ctx->saved_data["kind"].toInt());
     u.weights = ctx->saved_data["w"].toTensor();
@@ -204,7 +193,7 @@ void tbe_fused_autograd_kernel(const c10::OperatorHandle& op, torch::jit::Stack*
       arg(schema, args, "feature_requires_grad"), arg(schema, args, "output_dtype"),
       c10::IValue(), c10::IValue(), c10::IValue(), int64_t{-1}, int64_t{-1}, int64_t{-1},
       true};
-  for (size_t i : {7, 8})
+  for (size_t i : {kIndices, kOffsets})
     dense_args[i] = on(dense_args[i].toTensor(), dev);
   at::Tensor placeholder = arg(schema, args, "placeholder_autograd_tensor").toTensor();
   stack->push_back(TbeFusedLookup::apply(placeholder, std::move(dense_args), std::move(u)));

@@ -107,6 +107,9 @@ class Trace {
   int device = -1;
   // A compiled graph being captured: never cut by the size bound.
   bool unbounded = false;
+  // A node was recorded by autograd's backward: the trace never runs padded
+  // (deferred_buckets.h), it runs at its own sizes.
+  bool in_backward = false;
   // Strict Eager ops recorded while their programs compile in the background
   // (op_kernel.cc, pipelined): run node by node at the flush, each as its own
   // single-op program, never fused. Read by the owner without the lock.

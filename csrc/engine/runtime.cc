@@ -1,4 +1,5 @@
 #include "engine/runtime.h"
+#include "engine/host_gemm.h"
 
 #include <pthread.h>
 
@@ -108,6 +109,7 @@ pjrt::Client& Runtime::client() {
       threads.emplace();
     }
     client_ = pjrt::Client::create(plugin, opts);
+    if (platform_ == "cpu") register_host_gemm(plugin->api());
   } catch (const pjrt::Error& e) {
     std::string logs = quiet.release();
     init_error_ = std::string("torch_tpu: cannot start the '") + platform_ +

@@ -1,8 +1,11 @@
 // dot_general, convolution, gather and rng_bit_generator: dimension-number
 // attributes and result shapes.
 #include <algorithm>
+#include <atomic>
+#include <string>
 
 #include "hlo/builder_impl.h"
+#include "hlo/host_gemm.h"
 
 namespace tpu::hlo {
 namespace {
@@ -58,6 +61,37 @@ std::string Builder::Impl::precision_attr(ElemType t) const {
 void Builder::set_float32_precision(Precision p) { impl_->f32_precision = p; }
 Precision Builder::float32_precision() const { return impl_->f32_precision; }
 
+namespace {
+
+std::atomic<bool> host_gemm_on{false};
+
+// The custom call that computes this dot_general (set_host_gemm), or "" when its
+// form is not one a BLAS takes or it is too small to be worth a call out.
+std::string host_gemm_target(const Value& lhs, const Value& rhs,
+                             const std::vector<int64_t>& lhs_batch,
+                             const std::vector<int64_t>& rhs_batch,
+                             const std::vector<int64_t>& lhs_contract,
+                             const std::vector<int64_t>& rhs_contract) {
+  const int64_t nb = static_cast<int64_t>(lhs_batch.size());
+  if (lhs_contract.size() != 1 || nb > 1 || lhs.rank() != 2 + nb || rhs.rank() != 2 + nb)
+    return "";
+  if (nb == 1 && (lhs_batch[0] != 0 || rhs_batch[0] != 0)) return "";
+  const int64_t lc = lhs_contract[0], rc = rhs_contract[0];
+  // lhs [.., m, k] as stored, or [.., k, m] (transposed); rhs [.., k, n] or [.., n, k].
+  const bool ta = lc == nb, tb = rc == nb + 1;
+  int64_t work = lhs.dims()[lc];
+  for (int64_t d : lhs.dims()) work = d == 0 ? 0 : work;
+  for (int64_t d : rhs.dims()) work = d == 0 ? 0 : work;
+  work *= lhs.dims()[ta ? nb + 1 : nb] * rhs.dims()[tb ? nb : nb + 1] * (nb ? lhs.dims()[0] : 1);
+  if (work < kHostGemmMinWork) return "";
+  return std::string("torch_tpu.gemm_") + (ta ? "t" : "n") + (tb ? "t" : "n");
+}
+
+}  // namespace
+
+void set_host_gemm(bool on) { host_gemm_on = on; }
+bool host_gemm() { return host_gemm_on; }
+
 int64_t window_output_size(int64_t in, int64_t lhs_dil, int64_t lo, int64_t hi, int64_t win,
                            int64_t win_dil, int64_t stride) {
   return window_out(in, lhs_dil, lo, hi, win, win_dil, stride);
@@ -87,6 +121,13 @@ Value Builder::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs
     if (!contains(lall, i)) rt.dims.push_back(lhs.dims()[i]);
   for (int64_t i = 0; i < rhs.rank(); ++i)
     if (!contains(rall, i)) rt.dims.push_back(rhs.dims()[i]);
+  if (host_gemm() && lhs.elem() == ElemType::F32 && result == ElemType::F32) {
+    const std::string target = host_gemm_target(lhs, rhs, lhs_batch, rhs_batch, lhs_contract,
+                                                rhs_contract);
+    if (!target.empty())
+      return impl_->emit("custom_call", {lhs, rhs}, {},
+                         "call_target_name = \"" + target + "\", api_version = 4 : i32", {rt})[0];
+  }
   // Empty lists are left out: the attribute parser treats every field as optional.
   std::string dn;
   auto field = [&](const char* name, const std::vector<int64_t>& v) {

@@ -38,7 +38,7 @@ def _drop_file_permission_override():
 
 
 def run_child(cache_dir, code=CHILD, env=None, honour_permissions=False, max_file_bytes=None,
-              timeout=180):
+              timeout=600):
     """Runs `code` with TORCH_TPU_CACHE_DIR=cache_dir; returns (result dict, stderr)."""
     full_env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir))
     full_env.update(env or {})

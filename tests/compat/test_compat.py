@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import run_python
+from conftest import HANG_SECONDS, run_python
 from torch_tpu import _compat
 
 NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
@@ -70,7 +70,7 @@ def test_wheel_layout_loads_the_extension_for_the_installed_release(tmp_path):
     # From tmp_path, so that neither the checkout (the current directory) nor the
     # editable install shadows the copy.
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                       env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=120)
+                       env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=HANG_SECONDS)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.split()
     assert lines[0] == str(pkg / "__init__.py")
@@ -91,7 +91,7 @@ def test_a_checkout_prefers_its_in_place_build_for_the_same_release(tmp_path):
     (stale / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"stale")
     code = "import torch_tpu; print(torch_tpu._C.__file__)"
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                       env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=120)
+                       env={**os.environ, **NO_AUTOLOAD, "PYTHONPATH": str(tmp_path)}, timeout=HANG_SECONDS)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(pkg / ("_C" + sysconfig.get_config_var("EXT_SUFFIX")))
 

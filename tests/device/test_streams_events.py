@@ -267,5 +267,5 @@ def test_wait_across_devices():
         e1.synchronize()
         assert e0.query()
         print("OK")
-    """, env={"TORCH_TPU_CPU_DEVICES": "2"}, timeout=240)
+    """, env={"TORCH_TPU_CPU_DEVICES": "2"})
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr

@@ -34,7 +34,7 @@ def test_fork_after_init_raises_clear_error():
             q = ctx.Queue()
             p = ctx.Process(target=child, args=(q,))
             p.start()
-            p.join(60)
+            p.join(300)
             if p.is_alive():
                 p.kill()
                 print("CHILD HUNG")
@@ -42,7 +42,7 @@ def test_fork_after_init_raises_clear_error():
                 print("CHILD", q.get(timeout=10))
             # The parent keeps working.
             print("PARENT", torch.ones(3, device="tpu").sum().item())
-    """, timeout=120)
+    """)
     assert r.returncode == 0, r.stderr
     assert "CHILD HUNG" not in r.stdout
     line = [l for l in r.stdout.splitlines() if l.startswith("CHILD")][0]

@@ -35,7 +35,7 @@ SPECS = textwrap.dedent("""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.distributed_c10d import _get_default_group, _world
     for spec in [None, "tpu", "tpu_dist", "cpu:gloo,tpu:tpu"]:
-        dist.init_process_group(spec, timeout=datetime.timedelta(seconds=60))
+        dist.init_process_group(spec, timeout=datetime.timedelta(seconds=300))
         r, w = dist.get_rank(), dist.get_world_size()
         # No backend named: as on CUDA (where PyTorch 2.13 reports "undefined" with
         # the config "cuda:nccl"), the accelerator's backend alone, and no CPU one.

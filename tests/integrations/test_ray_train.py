@@ -98,7 +98,7 @@ def test_default_trainer_with_cpu_workers_places_on_tpu_itself():
     """Ray Train's default (V2) trainer with CPU workers: docs/ray.md's fallback.
     get_device() says cpu there (Ray decides it from the worker's resources)."""
     p = subprocess.run([sys.executable, "-c", CPU_WORKERS], capture_output=True, text=True,
-                       timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-8000:]
     for rank in (0, 1):

@@ -167,3 +167,44 @@ def test_launch_blocking_compiles_at_the_call():
     finally:
         torch_tpu._C._set_launch_blocking(prev)
     assert _pipelined_graphs() == p0
+
+
+_SAME_OPS_CHILD = """
+import sys, threading, torch, torch_tpu
+n = int(sys.argv[1])
+torch_tpu.debug.pipelined_compile(True).__enter__()
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(6, 9, generator=g), torch.randn(9, 4, generator=g)
+out, errors, start = [None] * n, [], threading.Barrier(n)
+
+def work(i):
+    try:
+        start.wait()  # every thread reaches the cold ops together
+        ta, tb = a.to("tpu"), b.to("tpu")
+        out[i] = ((ta @ tb).tanh() * 3 - ta.sum()).log_softmax(-1).cpu()
+    except Exception as e:
+        errors.append(repr(e))
+
+threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert not errors, errors
+want = ((a @ b).tanh() * 3 - a.sum()).log_softmax(-1)
+for o in out:
+    torch.testing.assert_close(o, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(o, out[0])  # one program per op: bit for bit the same
+print("COMPILED", torch_tpu.debug.metrics()["programs_compiled"])
+"""
+
+
+def test_threads_running_the_same_cold_ops_compile_each_program_once():
+    """Six threads reach the same cold ops at once (one compile pool, the pipeline on):
+    as many programs compile as for one thread, and every thread's results are the
+    same bits (the Entry's lock: one compile per cache key, wherever it starts)."""
+    counts = {}
+    for n in (1, 6):
+        p = run_python(_SAME_OPS_CHILD.replace("sys.argv[1]", str(n)),
+                       env={"TORCH_TPU_CACHE": "0", "TORCH_TPU_COMPILE_THREADS": "2"}, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        counts[n] = int(next(ln for ln in p.stdout.splitlines() if ln.startswith("COMPILED")).split()[1])
+    assert counts[1] > 0 and counts[6] == counts[1], counts

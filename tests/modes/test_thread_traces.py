@@ -7,6 +7,7 @@ import threading
 import torch
 
 import torch_tpu
+from conftest import HANG_SECONDS
 from torch_tpu import _C
 
 
@@ -35,14 +36,14 @@ def test_two_threads_own_traces_and_a_shared_tensor(tpu_execution_mode):
         shared.add_(1)             # the shared storage is now pending here too
         seen["writer_pending"] = _C._pending_nodes()
         written.set()
-        assert read_done.wait(60)
+        assert read_done.wait(HANG_SECONDS)
         # The reader ran this trace; what it recorded afterwards is its own.
         seen["writer_after_read"] = _C._pending_nodes()
         own.mul_(2)
         seen["own"] = own.cpu()
 
     def reader():
-        assert written.wait(60)
+        assert written.wait(HANG_SECONDS)
         seen["reader_pending_before"] = _C._pending_nodes()
         r = (shared @ shared.T) - 1  # reads the writer's pending value
         seen["reader_pending"] = _C._pending_nodes()
@@ -53,8 +54,8 @@ def test_two_threads_own_traces_and_a_shared_tensor(tpu_execution_mode):
     before = _C._deferred_stats()["materializations"].get("read by another thread", 0)
     tw, ew = _in_thread(writer)
     tr, er = _in_thread(reader)
-    tw.join(120)
-    tr.join(120)
+    tw.join(HANG_SECONDS)
+    tr.join(HANG_SECONDS)
     assert not tw.is_alive() and not tr.is_alive(), "a thread hung"
     assert not ew and not er, ew + er
     assert seen["writer_pending"] == 2 and seen["reader_pending_before"] == 0
@@ -75,7 +76,7 @@ def test_a_value_pending_in_an_ended_thread_is_readable():
     def work():
         out["t"] = torch.arange(6.0, device="tpu") * 2 + 1
     t, errors = _in_thread(work)
-    t.join(60)
+    t.join(HANG_SECONDS)
     assert not errors, errors
     assert torch.equal(out["t"].cpu(), torch.arange(6.0) * 2 + 1)
 
@@ -88,20 +89,20 @@ def test_threads_record_in_parallel_without_sharing_a_trace():
     def work(tid):
         try:
             with torch_tpu.execution_mode("defer_and_fuse"):
-                bar.wait(60)
+                bar.wait(HANG_SECONDS)
                 x = torch.full((4,), float(tid), device="tpu")
                 for _ in range(5):
                     x = x + 1
-                bar.wait(60)
+                bar.wait(HANG_SECONDS)
                 counts[tid] = _C._pending_nodes()
-                bar.wait(60)
+                bar.wait(HANG_SECONDS)
                 assert torch.equal(x.cpu(), torch.full((4,), tid + 5.0))
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
             bar.abort()
     ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     [t.start() for t in ts]
-    [t.join(120) for t in ts]
+    [t.join(HANG_SECONDS) for t in ts]
     assert not errors, errors
     assert len(set(counts.values())) == 1 and counts[0] >= 5, counts
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import HANG_SECONDS, run_python
 
 THREADS = 8
 _fresh = itertools.count(5)  # shape offsets no earlier test in this process used
@@ -25,7 +25,7 @@ def _run_threads(fn, steps):
     def worker(tid):
         try:
             for step in range(steps):
-                barrier.wait(timeout=120)
+                barrier.wait(timeout=HANG_SECONDS)
                 fn(tid, step)
         except threading.BrokenBarrierError:
             pass
@@ -37,7 +37,7 @@ def _run_threads(fn, steps):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=HANG_SECONDS)
     assert not any(t.is_alive() for t in threads), "a thread hung"
     assert not errors, "\n".join(errors)
 
@@ -114,7 +114,7 @@ def test_threads_fresh_process_no_disk_cache():
             def work(tid):
                 try:
                     for i in range(25):
-                        bar.wait(timeout=120)
+                        bar.wait(timeout=300)
                         x = torch.full((16, 3 + i), float(tid), device="tpu", requires_grad=True)
                         y = (x * 2 + 1).sum()
                         y.backward()
@@ -128,5 +128,5 @@ def test_threads_fresh_process_no_disk_cache():
             [t.start() for t in ts]; [t.join() for t in ts]
             assert not errs, errs
         print("ok")
-        """, env={"TORCH_TPU_CACHE": "0"}, timeout=400)
+        """, env={"TORCH_TPU_CACHE": "0"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

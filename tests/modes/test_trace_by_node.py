@@ -90,7 +90,10 @@ def test_in_place_write_of_a_growing_int_buffer_runs_by_node_exactly():
     assert _by_node() - b0 >= 4
 
 
-def test_host_tier_off_compiles_every_shape():
+def test_host_tier_off_compiles_every_shape(monkeypatch):
+    # the fused path itself, one program per shape (Defer & Fuse's buckets would
+    # serve the later shapes from their bucket's program: tests/compile/test_deferred_buckets.py)
+    monkeypatch.setenv("TORCH_TPU_DEFER_BUCKETS", "0")
     _fresh()
     w = torch.randn(4, 5).to("tpu")
     x = torch.arange(3).reshape(1, 3).to("tpu")

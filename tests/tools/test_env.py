@@ -10,7 +10,7 @@ def _run(tmp_path, *args, **env):
     import os
     full = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_CACH_DIR="typo", **env)
     return subprocess.run([sys.executable, "-m", "torch_tpu.tools.env", *args], env=full,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_env_report_json(tmp_path):

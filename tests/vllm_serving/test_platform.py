@@ -13,7 +13,7 @@ def _current_platform(env=None):
     import os
     full = dict(os.environ, **(env or {}))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=full, timeout=120)
+                         env=full, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 

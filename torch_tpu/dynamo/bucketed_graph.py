@@ -97,7 +97,10 @@ def has_symbolic_inputs(gm):
 class BucketedGraph:
     """Called like CompiledGraph (a boxed list of inputs)."""
 
-    def __init__(self, gm, kind, policy, per_size):
+    def __init__(self, gm, kind, policy, per_size, counted=True):
+        # counted: whether stats() (torch_tpu.debug.dynamic_shapes(), the compiled
+        # mode's figures) counts this graph; Defer & Fuse's buckets keep their own
+        self._counted = counted
         # CPU scalar work (a constant computed from a CPU 0-dim tensor, as GPT-2's
         # GELU has) is split off first and runs eagerly every call at the real
         # sizes; the device part, whose inputs are then all device tensors and
@@ -118,10 +121,18 @@ class BucketedGraph:
         self.why_per_size = None
         self._plan(gm)
         if self.why_per_size:
-            _count("per_size_graphs")
-            _per_size(self.why_per_size)
+            self._note("per_size_graphs")
+            self._note_why(self.why_per_size)
         else:
-            _count("bucketed_graphs")
+            self._note("bucketed_graphs")
+
+    def _note(self, key, n=1):
+        if self._counted:
+            _count(key, n)
+
+    def _note_why(self, why):
+        if self._counted:
+            _per_size(why)
 
     def _plan(self, gm):
         """Where each symbol's real value is read from, its upper bound, and each
@@ -205,7 +216,7 @@ class BucketedGraph:
             outs = self._run(entry, key, args, real)
             if outs is not None:
                 return outs
-        _count("per_size_calls")
+        self._note("per_size_calls")
         if self._per_size is None:
             self._per_size = self._per_size_factory(self._record)
             self._record = self._per_size.record
@@ -299,9 +310,9 @@ class BucketedGraph:
         # graph that fails at one bucket runs per size from now on.
         if self.why_per_size is None:
             self.why_per_size = why
-            _per_size(why)
-            _count("bucketed_graphs", -1)
-            _count("per_size_graphs")
+            self._note_why(why)
+            self._note("bucketed_graphs", -1)
+            self._note("per_size_graphs")
         self._programs[key] = False
         return False
 
@@ -329,18 +340,18 @@ class BucketedGraph:
                 # sizes used as values run exact, the other symbols keep their buckets
                 self._exact |= pin
                 self._programs.clear()
-                _per_size(f"exact sizes for {sorted(map(str, pin))}: {str(e)[:3000]}")
+                self._note_why(f"exact sizes for {sorted(map(str, pin))}: {str(e)[:3000]}")
                 return None
             self._give_up(key, str(e)[:3000])
             return None
         args.clear()
         if first:  # the recording call found the checks; a bucket's checks are its graph's
             checks["ran"] = True
-            _count("bucket_programs")
+            self._note("bucket_programs")
             for cond, msg in checks["host"]:
                 if not bool(cond.subs(real)):
                     raise IndexError(msg.format(**names))
-        _count("padded_calls")
+        self._note("padded_calls")
         device_checks = checks["device"]
         if device_checks:
             # Indices a real run would reject: a real run raises at its next sync;

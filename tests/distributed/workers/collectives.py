@@ -79,7 +79,7 @@ def reference(op, xs, dtype, world):
 
 
 def main():
-    dist.init_process_group("tpu", timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("tpu", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     everyone = lambda dtype, n=6: [value(k, dtype, n) for k in range(world)]  # noqa: E731
 

@@ -4,11 +4,12 @@
    timeout with the tpu process group's error naming the collective.
 2. A rank that raises and exits: the others' collective fails (Gloo sees the
    connection close) instead of waiting for it.
+Which of the two ended a wait is told by Gloo's message ("Timed out waiting 3000ms ..."
+or "Connection closed by peer ..."), not by the clock, which a loaded machine stretches.
 """
 import datetime
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -22,15 +23,13 @@ def main():
     short = dist.new_group(timeout=datetime.timedelta(seconds=3))
 
     if rank == 0:
-        t0 = time.time()
         try:
             dist.all_reduce(torch.ones(4, device=TPU), group=short)
         except dist.DistBackendError as e:
             msg = str(e)
             assert "tpu process group: allreduce" in msg, msg
-            assert time.time() - t0 < 60, time.time() - t0
-            print(f"rank 0: TIMEOUT_ERROR_OK after {time.time() - t0:.1f}s: "
-                  f"{msg.splitlines()[0][:200]}", flush=True)
+            assert "Timed out waiting 3000ms" in msg, msg  # the short group's own timeout
+            print(f"rank 0: TIMEOUT_ERROR_OK: {msg.splitlines()[0][:200]}", flush=True)
         else:
             print("rank 0: all_reduce without its peer did not fail", flush=True)
             sys.exit(1)
@@ -38,21 +37,18 @@ def main():
 
     if rank == 1:
         raise RuntimeError("rank 1 fails on purpose")
-    t1 = time.time()
     try:
         dist.all_reduce(torch.ones(4, device=TPU))
         dist.all_reduce(torch.ones(4, device=TPU))
     except dist.DistBackendError as e:
-        # Well before the world group's 120 s timeout: the failure came from the dead
-        # peer's closed connection, not from waiting it out. (Timed here, not around the
-        # launch, so that a loaded machine's slow start-up cannot fail the test.)
-        waited = time.time() - t1
-        if waited >= 90:
-            print(f"rank 0: the survivor waited {waited:.0f}s: a timeout, not the peer's error",
+        # The failure must come from the dead peer's closed connection, not from waiting
+        # out the world group's timeout.
+        first = str(e).splitlines()[0][:200]
+        if "Timed out" in str(e):
+            print(f"rank 0: the survivor timed out instead of seeing the peer exit: {first}",
                   flush=True)
             os._exit(4)
-        print(f"rank 0: PEER_ERROR_OK after {waited:.1f}s: {str(e).splitlines()[0][:200]}",
-              flush=True)
+        print(f"rank 0: PEER_ERROR_OK: {first}", flush=True)
         os._exit(2)
     print("rank 0: all_reduce with a dead peer did not fail", flush=True)
     os._exit(3)
