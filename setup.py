@@ -4,6 +4,7 @@ Install without build isolation so that the extension links the torch that is
 installed (pip install --no-build-isolation -e .). The build folder (build/ext)
 is kept, so rebuilding is incremental (and ccache speeds it up when present).
 """
+import glob
 import os
 import shutil
 import sys
@@ -21,6 +22,25 @@ sys.path.pop(0)
 # scripts/build_wheel.sh: the wheel carries the extensions it built, one per torch release
 # (torch_tpu/_ext/torch_<major>_<minor>/), and torch_tpu/_compat.py loads the matching one.
 WHEEL_EXTENSIONS = cmake_ext.settings().get("TORCH_TPU_WHEEL_EXTENSIONS")
+
+
+def current_extensions():
+    """The extensions under torch_tpu/_ext built from the checkout's sources (paths
+    relative to torch_tpu/): one built from other sources (its _C.sources, noted by
+    cmake_ext.py, differs) stays out, so that a wheel never mixes builds of different
+    sources."""
+    digest = cmake_ext.sources_digest()
+    package = os.path.join(ROOT, "torch_tpu")
+    found = []
+    for d in sorted(glob.glob(os.path.join(package, "_ext", "torch_*"))):
+        try:
+            with open(os.path.join(d, "_C.sources")) as f:
+                if f.read().strip() != digest:
+                    continue
+        except OSError:
+            continue
+        found += [os.path.relpath(p, package) for p in sorted(glob.glob(os.path.join(d, "_C*.so")))]
+    return found
 
 
 class CMakeBuild(build_ext):
@@ -51,5 +71,5 @@ class CMakeBuild(build_ext):
 setup(
     ext_modules=[Extension("torch_tpu._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    package_data={"torch_tpu": ["_ext/torch_*/_C*.so"]} if WHEEL_EXTENSIONS else {},
+    package_data={"torch_tpu": current_extensions()} if WHEEL_EXTENSIONS else {},
 )

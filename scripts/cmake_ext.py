@@ -8,9 +8,13 @@ build_matrix.sh, once per torch release, each into its own build folder).
 
 Next to the extension it notes the torch it was built against (_C.torch_version) and the
 digest of the sources it was built from (_C.sources), so that build_wheel.sh packs no
-extension built from older sources.
+extension built from older sources. In the build folder it notes the digest of the
+headers it compiled against from the environment (torch's, the PJRT plugin's), so that
+an environment deleted and remade with the same wheels reuses the build (see
+reuse_headers).
 """
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -62,11 +66,58 @@ def sources_digest():
     return h.hexdigest()
 
 
-def build(build_dir, out_dir, targets=(), pch=False):
+def _tree_files(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        yield from (os.path.join(dirpath, f) for f in sorted(filenames))
+
+
+def _tree_digest(root):
+    h = hashlib.sha256()
+    for path in _tree_files(root):
+        h.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(f.read() + b"\0")
+    return h.hexdigest()
+
+
+HEADERS_STAMP = "env_headers.json"
+
+
+def reuse_headers(build_dir, roots):
+    """Ninja rebuilds what is older than its inputs, and pip writes an environment's files
+    with the time of the install: an environment deleted and remade with the same torch
+    (build_matrix.sh keeps one at a time) would rebuild every file. Where a header folder
+    from the environment (`roots`) is byte for byte the one the last build in `build_dir`
+    compiled against (its digest is noted there), its files get back the oldest time they
+    had then, so that only what the sources changed is rebuilt; a different torch
+    (another digest) rebuilds as usual. Returns {root: (digest, oldest mtime)} to note
+    after the build."""
+    try:
+        with open(os.path.join(build_dir, HEADERS_STAMP)) as f:
+            noted = json.load(f)
+    except (OSError, ValueError):
+        noted = {}
+    now = {}
+    for root in roots:
+        digest = _tree_digest(root)
+        files = list(_tree_files(root))
+        oldest = min(os.stat(p).st_mtime_ns for p in files)
+        prev = noted.get(root)
+        if prev and prev[0] == digest and oldest > prev[1]:
+            for path in files:
+                os.utime(path, ns=(prev[1], prev[1]))
+            oldest = prev[1]
+        now[root] = (digest, oldest)
+    return now
+
+
+def build(build_dir, out_dir, targets=(), pch=False, reuse_env_headers=False):
     """Builds OUT_DIR/_C<EXT_SUFFIX> (and the C++ unit tests unless `targets` names
     fewer); returns its path. `pch`: torch's headers precompiled (a build from scratch
     takes a fraction of the time; ccache, which helps incremental builds, does not
-    cache such compiles)."""
+    cache such compiles). `reuse_env_headers`: see reuse_headers (the per-release builds
+    of build_wheel.sh and build_matrix.sh, whose environments come and go)."""
     # Importing torch must not autoload the torch_tpu being rebuilt.
     os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     import torch
@@ -74,6 +125,9 @@ def build(build_dir, out_dir, targets=(), pch=False):
 
     os.makedirs(build_dir, exist_ok=True)
     digest = sources_digest()
+    torch_include = os.path.join(os.path.dirname(torch.__file__), "include")
+    roots = [torch_include, _pjrt_include()]
+    headers = reuse_headers(build_dir, roots) if reuse_env_headers else None
     args = [
         "cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
         f"-DPJRT_INCLUDE_DIR={_pjrt_include()}",
@@ -92,6 +146,9 @@ def build(build_dir, out_dir, targets=(), pch=False):
     jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
     target_args = [a for t in targets for a in ("--target", t)]
     subprocess.check_call(["cmake", "--build", build_dir, *target_args, "--", "-j", jobs])
+    if headers is not None:
+        with open(os.path.join(build_dir, HEADERS_STAMP), "w") as f:
+            json.dump(headers, f)
     # Which torch it was built against: torch_tpu/_compat.py loads an in-place build only
     # for the same release. The sources' digest is taken before the build so that an edit
     # made while it ran marks it stale.
@@ -110,4 +167,5 @@ if __name__ == "__main__":
     argv = argv[1:] if pch else argv
     if len(argv) != 2:
         sys.exit(__doc__)
-    print(build(os.path.abspath(argv[0]), os.path.abspath(argv[1]), targets=("_C",), pch=pch))
+    print(build(os.path.abspath(argv[0]), os.path.abspath(argv[1]), targets=("_C",), pch=pch,
+                reuse_env_headers=True))

@@ -1,5 +1,6 @@
 """Which torch releases torch_tpu accepts, and how it finds the extension built for the
 installed one (torch_tpu/_compat.py): a wheel's per-release extension, else the in-place build."""
+import json
 import os
 import shutil
 import subprocess
@@ -118,3 +119,36 @@ def test_sources_digest_follows_every_source(tmp_path, monkeypatch):
         digest = cmake_ext.sources_digest()
         assert digest not in seen
         seen.add(digest)
+
+
+def test_a_remade_environment_with_the_same_headers_reuses_the_build(tmp_path):
+    # build_matrix.sh deletes an environment after its release: remade with the same torch,
+    # pip writes the headers anew (newer than the objects), and scripts/cmake_ext.py gives
+    # them back their old time so that ninja rebuilds only what the sources changed;
+    # different headers (another torch) keep their time and rebuild.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "scripts"))
+    try:
+        import cmake_ext
+    finally:
+        sys.path.pop(0)
+    build, inc = tmp_path / "build", tmp_path / "env" / "include"
+    build.mkdir()
+    (inc / "c10").mkdir(parents=True)
+
+    def make_env(text, mtime_ns):
+        for name in ("a.h", "c10/b.h"):
+            (inc / name).write_text(text + name)
+            os.utime(inc / name, ns=(mtime_ns, mtime_ns))
+
+    old, new = 1_000_000_000 * 10**9, 1_000_100_000 * 10**9
+    make_env("torch 2.14.1 ", old)
+    noted = cmake_ext.reuse_headers(str(build), [str(inc)])  # the first build: nothing noted
+    assert os.stat(inc / "a.h").st_mtime_ns == old
+    (build / cmake_ext.HEADERS_STAMP).write_text(json.dumps(noted))
+    make_env("torch 2.14.1 ", new)  # deleted and remade: the same headers, written later
+    cmake_ext.reuse_headers(str(build), [str(inc)])
+    assert {os.stat(inc / n).st_mtime_ns for n in ("a.h", "c10/b.h")} == {old}
+    make_env("torch 2.14.2 ", new)  # another torch: its headers keep their time
+    cmake_ext.reuse_headers(str(build), [str(inc)])
+    assert {os.stat(inc / n).st_mtime_ns for n in ("a.h", "c10/b.h")} == {new}
