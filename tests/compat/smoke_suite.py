@@ -11,6 +11,7 @@ It needs only pytest, numpy and expecttest (PyTorch's OpInfo database imports it
 """
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -93,9 +94,13 @@ def test_autocast():
     assert_close_cpu(out, ref)
 
 
-def test_ddp_two_ranks():
-    script = os.path.join(ROOT, "examples", "distributed", "ddp_mingpt.py")
-    rc, out = torchrun(script, nproc=2, mode="defer_and_fuse",
+def test_ddp_two_ranks(tmp_path):
+    # The example from a copy outside the checkout, with the checkout off PYTHONPATH:
+    # the ranks import the installed torch_tpu (the wheel under test), not the
+    # checkout's in-place build (the example puts its own parent's parent on sys.path).
+    shutil.copytree(os.path.join(ROOT, "examples"), tmp_path / "examples")
+    script = str(tmp_path / "examples" / "distributed" / "ddp_mingpt.py")
+    rc, out = torchrun(script, nproc=2, mode="defer_and_fuse", env={"PYTHONPATH": ""},
                        args=["--width", "32", "--depth", "1", "--context", "16", "--check",
                              "--check-steps", "2", "--mode", "defer_and_fuse"])
     assert_ok(rc, out, ["rank 0: check OK", "rank 1: check OK"])
