@@ -18,7 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def run(tmp_path, *args, timeout=600):
-    env = dict(os.environ, RAY_TRAIN_V2_ENABLED="0", OMP_NUM_THREADS="1",
+    # RAY_DEDUP_LOGS=0: Ray folds workers' similar log lines into one ("repeated 2x
+    # across cluster") when they arrive close together, which hid a rank's WORKER line.
+    env = dict(os.environ, RAY_TRAIN_V2_ENABLED="0", OMP_NUM_THREADS="1", RAY_DEDUP_LOGS="0",
                PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
     try:
         p = subprocess.run([sys.executable, os.path.join(HERE, "ray_train_run.py"), *map(str, args),
