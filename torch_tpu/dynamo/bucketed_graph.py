@@ -18,46 +18,37 @@ at the real sizes every call and the device part runs padded. Graphs that cannot
 be padded (an op with no masking rule on a padded dim, see
 masked_trace.Unsupported) run per size as before, and stats() says why.
 """
-import threading
 
 import sympy
 import torch
 
 from . import buckets as _buckets
 from . import cpu_prologue, masked_trace
+from .tally import Tally
 
-_lock = threading.Lock()
-_stats = dict(bucketed_graphs=0, per_size_graphs=0, bucket_programs=0, padded_calls=0,
-              per_size_calls=0)
-_reasons = []  # why graphs run per size (newest last)
+_tally = Tally("bucketed_graphs", "per_size_graphs", "bucket_programs", "padded_calls",
+               "per_size_calls")
 
 
 def stats():
     """A dict: bucketed_graphs / per_size_graphs (symbolic-size graphs that run padded
     / per size), bucket_programs (programs traced for buckets), padded_calls,
-    per_size_calls, per_size_reasons."""
-    with _lock:
-        d = dict(_stats)
-        d["per_size_reasons"] = list(_reasons)
+    per_size_calls, per_size_reasons (why graphs run per size, newest last)."""
+    d, reasons = _tally.snapshot()
+    d["per_size_reasons"] = reasons
     return d
 
 
 def reset_stats():
-    with _lock:
-        for k in _stats:
-            _stats[k] = 0
-        _reasons.clear()
+    _tally.reset()
 
 
 def _count(key, n=1):
-    with _lock:
-        _stats[key] += n
+    _tally.count(key, n)
 
 
 def _per_size(why):
-    with _lock:
-        _reasons.append(why)
-        del _reasons[:-32]
+    _tally.reason(why)
 
 
 def _expr(d):

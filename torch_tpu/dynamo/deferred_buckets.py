@@ -46,10 +46,10 @@ import threading
 import torch
 
 from .. import settings
+from .tally import Tally
 
 _lock = threading.Lock()
-_stats = dict(offered=0, bucketed=0, learning=0, unverified=0, unsupported=0, promoted=0)
-_reasons = []
+_tally = Tally("offered", "bucketed", "learning", "unverified", "unsupported", "promoted")
 _families = {}
 _MAX_FAMILIES = 256
 
@@ -63,28 +63,22 @@ def stats():
     confirmed template yet), unverified (did not match the template: ran per size),
     unsupported (a trace that cannot be expressed), promoted (a recurring size given
     its own program: TORCH_TPU_DEFER_BUCKETS_HOT), reasons (newest last)."""
+    d, reasons = _tally.snapshot()
+    d["reasons"] = reasons
     with _lock:
-        d = dict(_stats)
-        d["reasons"] = list(_reasons)
         d["families"] = len(_families)
     return d
 
 
 def reset():
     """Forgets every template and the statistics."""
+    _tally.reset()
     with _lock:
-        for k in _stats:
-            _stats[k] = 0
-        _reasons.clear()
         _families.clear()
 
 
 def _count(key, why=None):
-    with _lock:
-        _stats[key] += 1
-        if why:
-            _reasons.append(why)
-            del _reasons[:-32]
+    _tally.count(key, why=why)
 
 
 def enabled():
