@@ -255,8 +255,15 @@ DiskCache::StoreResult DiskCache::store(const std::string& key, const std::strin
     }
     dir = dir_;
   }
+  // Two stores (pipelined compiles finish together) can both fail before either
+  // marks the cache: only the first counts and warns, the other is a skip, so a
+  // process reports one write failure however its compiles interleave.
   auto fail = [&](const std::string& what) {
     std::lock_guard<std::mutex> g(mu_);
+    if (write_failed_) {
+      r.skipped = true;
+      return r;
+    }
     write_failed_ = true;
     r.problem = what;
     return r;
