@@ -52,33 +52,26 @@ def settings():
     return module
 
 
-def sources_digest():
-    """sha256 over the C++ sources and the CMake file (paths and contents)."""
-    h = hashlib.sha256()
-    files = [os.path.join(ROOT, "CMakeLists.txt")]
-    for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, "csrc")):
-        dirnames.sort()
-        files += [os.path.join(dirpath, f) for f in sorted(filenames)]
-    for path in files:
-        h.update(os.path.relpath(path, ROOT).encode() + b"\0")
-        with open(path, "rb") as f:
-            h.update(f.read() + b"\0")
-    return h.hexdigest()
-
-
 def _tree_files(root):
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         yield from (os.path.join(dirpath, f) for f in sorted(filenames))
 
 
-def _tree_digest(root):
+def _files_digest(files, base):
+    """sha256 over `files`' paths (relative to `base`) and contents, in order."""
     h = hashlib.sha256()
-    for path in _tree_files(root):
-        h.update(os.path.relpath(path, root).encode() + b"\0")
+    for path in files:
+        h.update(os.path.relpath(path, base).encode() + b"\0")
         with open(path, "rb") as f:
             h.update(f.read() + b"\0")
     return h.hexdigest()
+
+
+def sources_digest():
+    """sha256 over the C++ sources and the CMake file (paths and contents)."""
+    files = [os.path.join(ROOT, "CMakeLists.txt")] + list(_tree_files(os.path.join(ROOT, "csrc")))
+    return _files_digest(files, ROOT)
 
 
 HEADERS_STAMP = "env_headers.json"
@@ -100,8 +93,8 @@ def reuse_headers(build_dir, roots):
         noted = {}
     now = {}
     for root in roots:
-        digest = _tree_digest(root)
         files = list(_tree_files(root))
+        digest = _files_digest(files, root)
         oldest = min(os.stat(p).st_mtime_ns for p in files)
         prev = noted.get(root)
         if prev and prev[0] == digest and oldest > prev[1]:
