@@ -154,6 +154,13 @@ def _chain(N, sizes, strides, offset):
     return steps
 
 
+def _whole_storage(name, sizes, strides, offset):
+    """Raises _Decline unless the view (sizes, strides, offset) starts its storage
+    and is row-major: an op writing it replaces the storage's value."""
+    if offset != 0 or not _dense(sizes, strides):
+        raise _Decline(f"{name} writes part of a storage")
+
+
 def _out_factory(op, sizes, dtype, device, args, kwargs):
     out = torch.empty(sizes, dtype=dtype, device=device)
     op(*args, **kwargs, out=out)
@@ -315,6 +322,20 @@ class _Converter:
         # PyTorch types size-like integers SymInt; any other int is a value (an index...)
         return _const(self.p, a[1], "size" if "SymInt" in str(sa.type) else "value")
 
+    def _call_args(self, schema, args, skip=()):
+        """The converted arguments of a call, positional and keyword as `schema` takes
+        them, leaving out the positions in `skip`."""
+        pos, kw = [], {}
+        for i, (sa, a) in enumerate(zip(schema.arguments, args)):
+            if i in skip:
+                continue
+            v = self._arg(a, sa)
+            if sa.kwarg_only:
+                kw[sa.name] = v
+            else:
+                pos.append(v)
+        return pos, kw
+
     def _factory_out(self, op, schema, args, outs, out_args):
         """An out= op with no tensor input (arange(n) reaches us as arange.start_out):
         a fresh tensor of the out argument's shape, filled by the op."""
@@ -325,14 +346,8 @@ class _Converter:
         if any(a is not None and a[0] in ("T", "L", "H") for i, a in enumerate(args) if i not in out_args):
             return self._functional_out(op, schema, args, outs, out_args[0])
         _, internal, sid, sizes, strides, offset, dtype = ref
-        if offset != 0 or not _dense(sizes, strides):
-            raise _Decline(f"{schema.name} writes part of a storage")
-        pos, kw = [], {}
-        for i, (sa, a) in enumerate(zip(schema.arguments, args)):
-            if i in out_args:
-                continue
-            v = self._arg(a, sa)
-            (kw.__setitem__(sa.name, v) if sa.kwarg_only else pos.append(v))
+        _whole_storage(schema.name, sizes, strides, offset)
+        pos, kw = self._call_args(schema, args, skip=out_args)
         p.key.append(f"F{dtype}")
         shape = [p.hole(x) for x in sizes]
         v = self._emit(_out_factory, (op, shape, dtype, f"tpu:{self.device}", tuple(pos), kw))
@@ -355,14 +370,8 @@ class _Converter:
         if fn is None:
             raise _Decline(f"{schema.name} has no functional form")
         _, internal, sid, sizes, strides, offset, dtype = args[k]
-        if offset != 0 or not _dense(sizes, strides):
-            raise _Decline(f"{schema.name} writes part of a storage")
-        pos, kw = [], {}
-        for i, (sa, a) in enumerate(zip(schema.arguments, args)):
-            if i == k:
-                continue
-            v = self._arg(a, sa)
-            (kw.__setitem__(sa.name, v) if sa.kwarg_only else pos.append(v))
+        _whole_storage(schema.name, sizes, strides, offset)
+        pos, kw = self._call_args(schema, args, skip=(k,))
         p.key.append(f"F{fn}:{dtype}")
         v = self._emit(fn, tuple(pos), kw)
         v = self._emit(torch.ops.aten._to_copy.default, (v,), {"dtype": dtype})
@@ -393,19 +402,14 @@ class _Converter:
                     raise _Decline(f"{name} writes an argument other than self")
                 op = _op(name[:-1] if name != "aten::copy_" else "aten::copy", overload)
                 schema = op._schema
-            pos, kw = [], {}
-            for sa, a in zip(schema.arguments, args):
-                v = self._arg(a, sa)
-                if sa.kwarg_only:
-                    kw[sa.name] = v
-                else:
-                    pos.append(v)
+            pos, kw = self._call_args(schema, args)
             if writes:
                 _, internal, sid, sizes, strides, offset, dtype = args[0]
                 target_slot = writes[0][1]
                 storage_n = (self.slot_val[sid][1] if internal else self.p.params[sid][1])
-                if offset != 0 or _numel(sizes) != _numel(storage_n) or not _dense(sizes, strides):
+                if _numel(sizes) != _numel(storage_n):
                     raise _Decline(f"{name} writes part of a storage")
+                _whole_storage(name, sizes, strides, offset)
                 v = self._emit(op, tuple(pos), kw)
                 self.slot_val[target_slot] = (v, list(sizes), dtype)
                 p.key.append(f"W{target_slot}")
@@ -419,7 +423,8 @@ class _Converter:
                 _, sid, dtype, sizes, strides = o
                 r = self._emit(operator.getitem, (v, j)) if multi else v
                 shape = list(sizes)
-                holes = [p.hole(x) for x in sizes]
+                for x in sizes:  # the result's sizes are integer positions too
+                    p.hole(x)
                 if strides and list(strides) != _contiguous(sizes):
                     order = sorted(range(len(sizes)), key=lambda d: -strides[d])
                     if [strides[d] for d in order] != _contiguous([sizes[d] for d in order]):
@@ -428,7 +433,6 @@ class _Converter:
                     shape = [sizes[d] for d in order]
                     p.key.append(("perm", tuple(order)))
                 p.key.append(f"N{sid}:{dtype}:{len(sizes)}")
-                del holes
                 self.slot_val[sid] = (r, shape, dtype)
         for sid, nbytes in self.out_desc:
             if sid not in self.slot_val:
