@@ -5,6 +5,7 @@
 
 Importing torch alone also registers the device (the `torch.backends` entry point).
 """
+import atexit as _atexit
 import sys as _sys
 
 import torch
@@ -29,6 +30,9 @@ _platform_name, _plugin = _platform.select()
 _C._configure(_platform_name, _plugin, _platform.cpu_device_count(), _platform.plugin_logs(),
               _platform.keep_cpu_heap())
 _C._register()
+# Registered first so it runs last: no background compile may run or be destroyed
+# while the process tears down (csrc/engine/compile_pool.h).
+_atexit.register(_C._close_background_compiles)
 
 from .integrations import accelerate as _accelerate_integration  # noqa: E402
 

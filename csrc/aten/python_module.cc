@@ -10,6 +10,7 @@
 #include "aten/op_info.h"
 #include "aten/op_kernel.h"
 #include "aten/tpu_tensor.h"
+#include "engine/compile_pool.h"
 #include "engine/host_gemm.h"
 #include "engine/disk_cache.h"
 #include "engine/executor.h"
@@ -111,6 +112,13 @@ PYBIND11_MODULE(_C, m) {
     return guarded([] { Runtime::get().client(); return tpu::engine::host_gemm_enabled(); });
   });
   m.def("_initialized", [] { return Runtime::get().initialized(); });
+  // Registered with atexit (torch_tpu/__init__.py): no background compile runs or
+  // is destroyed while the interpreter and the process tear down (engine/compile_pool.h).
+  m.def("_close_background_compiles", [] {
+    tpu::engine::close_background();  // the dropped jobs' references released here, with the GIL
+    py::gil_scoped_release no_gil;
+    tpu::engine::wait_background_idle();
+  });
   m.def("_init", [] { guarded([] { Runtime::get().client(); return 0; }); });
   m.def("_device_count", [] { return guarded([] { return Runtime::get().device_count(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });

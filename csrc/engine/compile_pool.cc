@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace tpu::engine {
 
@@ -19,9 +20,12 @@ namespace {
 struct Pool {
   std::mutex mu;
   std::condition_variable cv;
+  std::condition_variable idle;  // signalled when a job (and its closure) is done
   std::deque<std::function<void()>> jobs;
   pid_t pid = -1;  // the process whose threads these are
   int started = 0;
+  int running = 0;
+  bool closed = false;  // the process is exiting: jobs run on the caller's thread
 };
 
 Pool& pool() {
@@ -37,8 +41,15 @@ void worker(Pool* p) {
       p->cv.wait(lock, [&] { return !p->jobs.empty(); });
       job = std::move(p->jobs.front());
       p->jobs.pop_front();
+      ++p->running;
     }
     job();
+    job = nullptr;  // its closure too is done before the job counts as ended
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      --p->running;
+    }
+    p->idle.notify_all();
   }
 }
 
@@ -61,17 +72,20 @@ int compile_threads() {
 
 void run_in_background(std::function<void()> job) {
   const int n = compile_threads();
-  if (n == 0) {
-    job();
-    return;
-  }
   Pool& p = pool();
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    std::unique_lock<std::mutex> lock(p.mu);
     if (p.pid != getpid()) {  // first use, or a forked child: its own threads
       p.pid = getpid();
       p.started = 0;
+      p.running = 0;
+      p.closed = false;
       p.jobs.clear();
+    }
+    if (n == 0 || p.closed) {
+      lock.unlock();
+      job();
+      return;
     }
     while (p.started < n) {
       std::thread(worker, &p).detach();
@@ -80,6 +94,21 @@ void run_in_background(std::function<void()> job) {
     p.jobs.push_back(std::move(job));
   }
   p.cv.notify_one();
+}
+
+std::deque<std::function<void()>> close_background() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.closed = true;
+  if (p.pid != getpid()) return {};  // no threads in this process
+  return std::exchange(p.jobs, {});
+}
+
+void wait_background_idle() {
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lock(p.mu);
+  if (p.pid != getpid()) return;
+  p.idle.wait(lock, [&] { return p.running == 0; });
 }
 
 }  // namespace tpu::engine
