@@ -166,40 +166,24 @@ default_generators = ()  # filled lazily by torch where needed
 # A storage counts its bytes while it holds a device buffer (torch.empty allocates
 # lazily); nothing is cached, so reserved == allocated.
 
-def _settle():
-    # Strict Eager's pipelined compilation records cold ops until their programs are
-    # compiled (csrc/engine/compile_pool.h); their results, alive or already freed by
-    # the user, are held until the next sync point. A memory query in Strict Eager is
-    # one, so that it counts what the ops as written leave allocated. (In Defer & Fuse
-    # a query does not materialise the step.)
-    from .modes import STRICT_EAGER, get_execution_mode
-    if get_execution_mode() == STRICT_EAGER:
-        _C._flush("memory query")
-
-
 def memory_stats(device=None):
     """torch.cuda.memory_stats' dict ("allocated_bytes.all.current", ...)."""
-    _settle()
     return torch.accelerator.memory_stats(_index(device))
 
 
 def memory_allocated(device=None):
-    _settle()
     return _C._memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None):
-    _settle()
     return _C._max_memory_allocated(_index(device))
 
 
 def memory_reserved(device=None):
-    _settle()
     return torch.accelerator.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device=None):
-    _settle()
     return torch.accelerator.max_memory_reserved(_index(device))
 
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "aten/deferred_graph.h"
 #include "aten/tpu_tensor.h"
 #include "engine/host_heap.h"
 #include "engine/metrics.h"
@@ -67,6 +68,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    settle_for_memory_query();
     engine::Runtime::MemoryCounters m = engine::Runtime::get().memory_counters(device);
     c10::CachingDeviceAllocator::DeviceStats s;
     auto fill = [](c10::CachingDeviceAllocator::StatArray& a, int64_t cur, int64_t peak,
@@ -87,11 +89,17 @@ class TpuAllocator final : public c10::DeviceAllocator {
     s.num_device_free = m.frees_total;
     return s;
   }
+  // Resets settle first too: work issued before the reset counts before it.
   void resetAccumulatedStats(c10::DeviceIndex device) override {
+    settle_for_memory_query();
     engine::Runtime::get().reset_accumulated(device);
   }
-  void resetPeakStats(c10::DeviceIndex device) override { engine::Runtime::get().reset_peak(device); }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    settle_for_memory_query();
+    engine::Runtime::get().reset_peak(device);
+  }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    settle_for_memory_query();
     auto [free, total] = engine::Runtime::get().memory_info(device < 0 ? current_device() : device);
     return {static_cast<size_t>(free), static_cast<size_t>(total)};
   }

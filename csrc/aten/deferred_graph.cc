@@ -16,6 +16,8 @@
 // no new compiles.
 #include "aten/deferred_graph.h"
 
+#include <Python.h>
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/graph_task.h>
 
@@ -660,6 +662,21 @@ void flush_pending(const std::string& reason) {
   Trace& g = *this_thread_trace();
   std::lock_guard<std::mutex> lock(g.mu);
   g.flush_locked(reason);
+}
+
+void settle_for_memory_query() {
+  if (!pipelining_on_this_thread()) return;
+  if (!Py_IsInitialized() || !PyGILState_Check()) {
+    flush_pending("memory query");
+    return;
+  }
+  // Other Python threads go on while the pipelined programs compile (and a
+  // compile job's closure may need the GIL to be destroyed).
+  struct NoGil {
+    PyThreadState* saved = PyEval_SaveThread();
+    ~NoGil() { PyEval_RestoreThread(saved); }
+  } no_gil;
+  flush_pending("memory query");
 }
 
 // Every thread's trace that is still alive (taken under the registry's lock; each

@@ -23,6 +23,12 @@ bool pipelining_on_this_thread();
 
 // Runs this thread's pending trace now (no-op when empty); `reason` is counted in stats.
 void flush_pending(const std::string& reason);
+// A memory query (the allocator's statistics, torch.tpu.memory_allocated, ...) is a
+// Strict Eager sync point: this thread's pipelined ops run first, so the query
+// counts what the ops as written leave allocated (their results, alive or already
+// freed, are held until then). Defer & Fuse's pending step is not materialised.
+// Lets go of the GIL while it waits, when the caller holds it.
+void settle_for_memory_query();
 // Runs every thread's pipelined Strict Eager trace (Trace::pipelined).
 void flush_pipelined(const std::string& reason);
 // Runs every thread's pending trace (torch.tpu.synchronize waits for all work).

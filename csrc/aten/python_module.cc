@@ -143,7 +143,10 @@ PYBIND11_MODULE(_C, m) {
       return 0;
     });
   });
-  m.def("_memory_allocated", [](int d) { return Runtime::get().allocated(d); });
+  m.def("_memory_allocated", [](int d) {
+    tpu::aten::settle_for_memory_query();
+    return Runtime::get().allocated(d);
+  });
   m.def("_set_memory_limit", [](int64_t bytes) { Runtime::get().set_memory_limit(bytes); });
   m.def("_set_memory_fraction", [](double f, int d) {
     try {
@@ -152,9 +155,15 @@ PYBIND11_MODULE(_C, m) {
       throw py::value_error(e.what());
     }
   });
-  m.def("_max_memory_allocated", [](int d) { return Runtime::get().peak(d); });
+  m.def("_max_memory_allocated", [](int d) {
+    tpu::aten::settle_for_memory_query();
+    return Runtime::get().peak(d);
+  });
   m.def("_allocation_count", [](int d) { return Runtime::get().alloc_count(d); });
-  m.def("_reset_peak_memory_stats", [](int d) { Runtime::get().reset_peak(d); });
+  m.def("_reset_peak_memory_stats", [](int d) {
+    tpu::aten::settle_for_memory_query();
+    Runtime::get().reset_peak(d);
+  });
   m.def("_metrics", &metrics_dict);
   m.def("_reset_metrics", [] { tpu::engine::metrics().reset(); });
   m.def("_set_launch_blocking", &tpu::engine::set_launch_blocking);

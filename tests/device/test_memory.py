@@ -123,3 +123,35 @@ def test_resize_accounting_returns_to_baseline():
     del p
     _settled()
     assert torch.accelerator.memory_allocated() == base
+
+
+@pytest.mark.strict_only  # Defer & Fuse does not materialise its step for a query
+def test_accelerator_queries_settle_pipelined_ops_in_strict_eager():
+    """A cold op is recorded while its program compiles (pipelined compilation) and its
+    result is held until the next sync point; every memory query, torch.accelerator's
+    (the registered DeviceAllocator) as torch.tpu's, is one, so it counts what the ops as
+    written leave allocated."""
+    import torch_tpu
+    n = 331 * 7 * 4
+    for query in (lambda: torch.accelerator.memory_allocated(),
+                  lambda: torch.accelerator.memory_stats()["allocated_bytes.all.current"],
+                  lambda: torch.tpu.memory_allocated(),
+                  lambda: torch.accelerator.get_memory_info()[1] - torch.accelerator.get_memory_info()[0]):
+        torch_tpu.debug.clear_program_cache()  # every op below is cold
+        _settled()
+        x = torch.randn(331, 7).to("tpu")
+        base = torch.tpu.memory_allocated()
+        torch.accelerator.reset_peak_memory_stats()
+        with torch_tpu.debug.pipelined_compile(True):
+            y = (x * 2.5).exp()
+            z = y + 1
+            del y
+            assert torch_tpu._C._pending_nodes() == 3  # recorded, not run: the query must run them
+            used = query()
+            assert torch_tpu._C._pending_nodes() == 0
+        assert used == base + n, (used, base)  # z: y is freed, x * 2.5 was a temporary
+        # Counted from the reset on: the recorded ops ran after it (a dead temporary's
+        # buffer is reused by the next op).
+        assert torch.accelerator.max_memory_allocated() >= base + n
+        torch.testing.assert_close(z.cpu(), (x.cpu() * 2.5).exp() + 1)
+        del x, z
