@@ -32,7 +32,7 @@ namespace {
 // Set by _set_deferred_bucket_hook; never freed (no Python object may be freed
 // after the interpreter).
 py::object* g_hook = nullptr;
-thread_local bool t_in_hook = false;
+// While this thread runs the hook: the trace its ops record into (see side_trace).
 thread_local std::shared_ptr<Trace> t_side;
 
 struct Decline {};
@@ -47,24 +47,22 @@ UploadShapes& upload_shapes() {
   return *u;
 }
 
+py::tuple ints(const std::vector<int64_t>& v) {
+  py::tuple t(v.size());
+  for (size_t i = 0; i < v.size(); ++i) t[i] = v[i];
+  return t;
+}
+
 py::object upload_shape_py(const std::shared_ptr<pjrt::Buffer>& buf) {
   UploadShapes& u = upload_shapes();
   std::lock_guard<std::mutex> g(u.mu);
   auto it = u.m.find(buf.get());
   if (it == u.m.end() || it->second.first.lock() != buf) return py::none();
-  py::tuple t(it->second.second.size());
-  for (size_t i = 0; i < it->second.second.size(); ++i) t[i] = it->second.second[i];
-  return t;
+  return ints(it->second.second);
 }
 
 py::object dtype_py(c10::ScalarType t) {
   return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
-}
-
-py::tuple ints(const std::vector<int64_t>& v) {
-  py::tuple t(v.size());
-  for (size_t i = 0; i < v.size(); ++i) t[i] = v[i];
-  return t;
 }
 
 py::object host_value(const TraceParam& p) {
@@ -174,7 +172,6 @@ py::object trace_py(const Trace& g, const std::vector<int>& outputs, int device)
 void end_side() {
   std::shared_ptr<Trace> side = std::move(t_side);
   t_side.reset();
-  t_in_hook = false;
   if (side) {
     std::lock_guard<std::mutex> lock(side->mu);
     side->flush_locked("deferred buckets");
@@ -197,12 +194,11 @@ void note_upload_shape(const std::shared_ptr<pjrt::Buffer>& buf, c10::IntArrayRe
 const std::shared_ptr<Trace>* side_trace() { return t_side ? &t_side : nullptr; }
 
 bool run_trace_bucketed(Trace& g, const std::vector<int>& outputs, int device) {
-  if (t_in_hook || g.in_backward || outputs.empty()) return false;
+  if (t_side || g.in_backward || outputs.empty()) return false;
   if (g_hook == nullptr || !Py_IsInitialized()) return false;
   for (const auto& p : g.params)
     if (!p.buffer && p.host.kind == Input::kRng) return false;
   py::gil_scoped_acquire gil;
-  t_in_hook = true;
   t_side = std::make_shared<Trace>();
   std::vector<at::Tensor> results;
   try {
