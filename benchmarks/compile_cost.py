@@ -1,7 +1,7 @@
 """What XLA charges to compile the programs of a cold GPT training step, one program at a
 time: the lower bound of a cold step on this machine. A script, not a test.
 
-    python benchmarks/compile_cost.py [--mode strict_eager] [--reps 3] [--top 15]
+    python benchmarks/compile_cost.py [--mode strict_eager] [--reps 3] [--top 15] [size flags]
 
 1. A fresh process runs one training step (peers.py's GPT, AdamW) in the mode with an
    empty compile cache and TORCH_TPU_DUMP_DIR set: every program it compiles is written
@@ -29,13 +29,15 @@ import sys
 import tempfile
 import time
 
+import gpt_bench
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 STEP = r'''
 import sys, torch, torch_tpu
 sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
 import argparse, gpt_bench
-args = argparse.Namespace(layers=4, width=256, heads=4, context=128, batch=8)
+args = argparse.Namespace(**{size!r})
 model, x, y = gpt_bench.tpu_gpt_and_batch(args)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
 gpt_bench.make_step(model, opt, x, y, True)().item()
@@ -51,12 +53,12 @@ ONE_OP = """module @main {
 """
 
 
-def dump_cold_step(mode, dump_dir):
+def dump_cold_step(mode, dump_dir, size):
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
         env.update(TORCH_TPU_EXECUTION_MODE=mode, TORCH_TPU_CACHE_DIR=cache,
                    TORCH_TPU_DUMP_DIR=dump_dir)
-        code = STEP.format(root=ROOT, bench=os.path.dirname(os.path.abspath(__file__)))
+        code = STEP.format(root=ROOT, bench=os.path.dirname(os.path.abspath(__file__)), size=size)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=1800)
         if r.returncode != 0:
@@ -84,9 +86,11 @@ def main():
     ap.add_argument("--mode", default="strict_eager", choices=["strict_eager", "defer_and_fuse"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--top", type=int, default=15, help="ops shown, most expensive first")
+    gpt_bench.add_size_args(ap)  # the GPT of the other benchmarks, peers.py's by default
     args = ap.parse_args()
+    size = {name: getattr(args, name) for name, _ in gpt_bench.SIZE_FLAGS}
     with tempfile.TemporaryDirectory() as dump:
-        programs = dump_cold_step(args.mode, dump)
+        programs = dump_cold_step(args.mode, dump, size)
     os.environ["TORCH_TPU_CACHE"] = "0"  # every compile below is a real one
     import torch_tpu
     compile_seconds(torch_tpu, ONE_OP, 2)  # XLA's lazily built state, made once
