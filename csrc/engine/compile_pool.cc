@@ -33,6 +33,17 @@ Pool& pool() {
   return *p;
 }
 
+// Makes `p` this process's (call under p.mu): on first use, or in a forked child,
+// whose parent's threads and jobs do not exist there.
+void this_process(Pool& p) {
+  if (p.pid == getpid()) return;
+  p.pid = getpid();
+  p.started = 0;
+  p.running = 0;
+  p.closed = false;
+  p.jobs.clear();
+}
+
 void worker(Pool* p) {
   for (;;) {
     std::function<void()> job;
@@ -75,13 +86,7 @@ void run_in_background(std::function<void()> job) {
   Pool& p = pool();
   {
     std::unique_lock<std::mutex> lock(p.mu);
-    if (p.pid != getpid()) {  // first use, or a forked child: its own threads
-      p.pid = getpid();
-      p.started = 0;
-      p.running = 0;
-      p.closed = false;
-      p.jobs.clear();
-    }
+    this_process(p);
     if (n == 0 || p.closed) {
       lock.unlock();
       job();
@@ -99,15 +104,15 @@ void run_in_background(std::function<void()> job) {
 std::deque<std::function<void()>> close_background() {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
+  this_process(p);  // so that a later job, too, sees the pool closed
   p.closed = true;
-  if (p.pid != getpid()) return {};  // no threads in this process
   return std::exchange(p.jobs, {});
 }
 
 void wait_background_idle() {
   Pool& p = pool();
   std::unique_lock<std::mutex> lock(p.mu);
-  if (p.pid != getpid()) return;
+  this_process(p);
   p.idle.wait(lock, [&] { return p.running == 0; });
 }
 
