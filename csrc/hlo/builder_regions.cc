@@ -60,8 +60,77 @@ bool any_padding(const std::vector<std::pair<int64_t, int64_t>>& p) {
 
 }  // namespace
 
+namespace {
+
+// XLA's CPU compiler splits a reduction over any dimension longer than 32 into a
+// reduce_window over blocks of 32 and a reduce of the blocks (TreeReductionRewriter,
+// for the accuracy of long sums): two kernels, each generated and compiled on its
+// own, about 10 ms of a cold program's compile each. Where the order cannot change
+// the answer (max/min/and/or, integer sums) we split each such dimension ourselves
+// into factors of at most 32 (a row-major reshape, free) and reduce them all at
+// once, which the rewriter leaves alone: one kernel (the GPT training step's
+// softmaxes, losses and index checks: 8 kernels fewer). Float sums keep XLA's
+// blocks: the one-kernel sum of a column of 1024 measured 8x less accurate, and
+// XLA folds the reshape of a computed operand back before the rewriter anyway.
+// split_long_reduced_dims returns false (nothing to split, or a dimension with a
+// prime factor above 32) to leave the reduction as written.
+constexpr int64_t kCpuReduceWindow = 32;
+
+bool one_kernel_ok(ReduceOp op, ElemType t, bool full) {
+  if (op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::And || op == ReduceOp::Or)
+    return true;
+  // A full reduction becomes a variadic one whose two results are combined
+  // (Builder::reduce): right for the ops above, twice the answer for a sum.
+  return op == ReduceOp::Add && !full && !is_float(t) && !is_complex(t);
+}
+
+bool split_long_reduced_dims(const std::vector<int64_t>& in_dims, const std::vector<int64_t>& dims,
+                             std::vector<int64_t>& new_shape, std::vector<int64_t>& new_dims) {
+  bool any_long = false;
+  for (int64_t d = 0; d < static_cast<int64_t>(in_dims.size()); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    int64_t n = in_dims[d];
+    if (!reduced || n <= kCpuReduceWindow) {
+      if (reduced) new_dims.push_back(static_cast<int64_t>(new_shape.size()));
+      new_shape.push_back(n);
+      continue;
+    }
+    any_long = true;
+    while (n > kCpuReduceWindow) {  // peel off the largest factor of at most 32
+      int64_t f = kCpuReduceWindow;
+      while (f > 1 && n % f != 0) --f;
+      if (f == 1) return false;
+      new_dims.push_back(static_cast<int64_t>(new_shape.size()));
+      new_shape.push_back(f);
+      n /= f;
+    }
+    new_dims.push_back(static_cast<int64_t>(new_shape.size()));
+    new_shape.push_back(n);
+  }
+  return any_long;
+}
+
+}  // namespace
+
 Value Builder::reduce(Value input, Value init, const std::vector<int64_t>& dims, ReduceOp op) {
   check_reduce_op("reduce", op, input.elem());
+  check_dim_list("reduce", dims, input.rank(), "dimensions");
+  const bool full = dims.size() == static_cast<size_t>(input.rank());
+  std::vector<int64_t> shape, split_dims;
+  if (one_kernel_ok(op, input.elem(), full) && split_long_reduced_dims(input.dims(), dims, shape, split_dims)) {
+    Value split = reshape(input, shape);
+    if (!full)
+      return reduce(std::vector<Value>{split}, std::vector<Value>{init}, split_dims, binary_body(op))[0];
+    // To a scalar, XLA's simplifier folds the reshape away again (a full reduction
+    // of a reshape is one of its operand); a variadic reduction, which the rewriter
+    // leaves alone, keeps it one kernel. The second input is the first again, and
+    // both results are used (an unused one is dropped before the rewriter runs).
+    auto body = [op](Builder& b, const std::vector<Value>& a) -> std::vector<Value> {
+      return {b.binary(reduce_op_name(op), a[0], a[2]), b.binary(reduce_op_name(op), a[1], a[3])};
+    };
+    auto r = reduce(std::vector<Value>{split, split}, std::vector<Value>{init, init}, split_dims, body);
+    return binary(reduce_op_name(op), r[0], r[1]);
+  }
   return reduce(std::vector<Value>{input}, std::vector<Value>{init}, dims, binary_body(op))[0];
 }
 

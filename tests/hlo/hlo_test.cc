@@ -400,6 +400,66 @@ void test_reduce() {
   CHECK((get<int32_t>(o[3]) == std::vector<int32_t>{1, 2}));
 }
 
+// Max/min/and/or and integer sums over a dimension longer than 32 are reshaped
+// into factors of at most 32 (XLA's CPU compiler would split each into a
+// reduce_window and a reduce: two kernels); a dimension with a prime factor above
+// 32, and float sums, stay as written.
+// The answers must not change: values at both ends, partial and full. (NaN: XLA's
+// maximum returns the non-NaN operand, in either order; PyTorch's NaN-propagating
+// max is a lowering's own body, which is left as written.)
+void test_reduce_long_dims() {
+  Builder b("reduce_long");
+  Value x = b.parameter(TensorType{ElemType::F32, {3, 128}});
+  Value y = b.parameter(TensorType{ElemType::F32, {1000}});
+  Value z = b.parameter(TensorType{ElemType::F32, {2, 74}});
+  Value p = b.parameter(TensorType{ElemType::PRED, {4096}});
+  Value row_max = b.reduce(x, b.constant_f(-INFINITY, ElemType::F32), {1}, ReduceOp::Max);
+  Value all_min = b.reduce(y, b.constant_f(INFINITY, ElemType::F32), {0}, ReduceOp::Min);
+  Value prime_max = b.reduce(z, b.constant_f(-INFINITY, ElemType::F32), {1}, ReduceOp::Max);
+  Value any = b.reduce(p, b.constant_i(0, ElemType::PRED), {0}, ReduceOp::Or);
+  Value all = b.reduce(p, b.constant_i(1, ElemType::PRED), {0}, ReduceOp::And);
+  Value sum = b.reduce(x, b.constant_f(0, ElemType::F32), {1}, ReduceOp::Add);
+  Value w = b.parameter(TensorType{ElemType::F32, {2, 1024}});
+  Value long_sum = b.reduce(w, b.constant_f(0, ElemType::F32), {1}, ReduceOp::Add);
+  Value k = b.parameter(TensorType{ElemType::S32, {2, 1024}});
+  Value int_sum = b.reduce(k, b.constant_i(0, ElemType::S32), {1}, ReduceOp::Add);
+  b.ret({row_max, all_min, prime_max, any, all, sum, long_sum, int_sum});
+  const std::string text = b.module_text();
+  CHECK(text.find("tensor<3x32x4xf32>") != std::string::npos);    // 128 = 32 x 4
+  CHECK(text.find("tensor<25x20x2xf32>") != std::string::npos);  // 1000, full: variadic
+  CHECK(text.find("tensor<2x2x37xf32>") == std::string::npos);    // 37 is prime: as written
+  const std::string split_x = "(tensor<3x128xf32>) -> tensor<3x32x4xf32>";  // the reshape
+  CHECK(text.find(split_x) == text.rfind(split_x));  // once: for the max, not for the sum
+  CHECK(text.find("tensor<2x32x32xf32>") == std::string::npos);   // float sum: as written
+  CHECK(text.find("tensor<2x32x32xi32>") != std::string::npos);   // integer sum: any length
+  std::vector<float> xs(3 * 128), ys(1000), zs(2 * 74);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37f * i) * 100;
+  xs[127] = 500;                 // row 0's max at its last element
+  xs[128] = 600;                 // row 1's at its first
+  xs[2 * 128 + 77] = 700;        // row 2's in the middle
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = std::cos(0.11f * i) * 50;
+  ys[999] = -70;
+  for (size_t i = 0; i < zs.size(); ++i) zs[i] = static_cast<float>(i % 74);
+  std::vector<uint8_t> ps(4096, 1);
+  ps[4095] = 0;
+  auto o = exec(b, {arr<float>(ElemType::F32, {3, 128}, xs), arr<float>(ElemType::F32, {1000}, ys),
+                    arr<float>(ElemType::F32, {2, 74}, zs), arr<uint8_t>(ElemType::PRED, {4096}, ps),
+                    arr<float>(ElemType::F32, {2, 1024}, std::vector<float>(2048, 0.5f)),
+                    arr<int32_t>(ElemType::S32, {2, 1024}, std::vector<int32_t>(2048, 3))},
+                8);
+  auto rm = get<float>(o[0]);
+  CHECK((rm == std::vector<float>{500, 600, 700}));
+  CHECK((get<float>(o[1]) == std::vector<float>{-70}));
+  CHECK((get<float>(o[2]) == std::vector<float>{73, 73}));
+  CHECK((get<uint8_t>(o[3]) == std::vector<uint8_t>{1}));
+  CHECK((get<uint8_t>(o[4]) == std::vector<uint8_t>{0}));
+  float s0 = 0;
+  for (int i = 0; i < 128; ++i) s0 += xs[i];
+  CHECK(std::fabs(get<float>(o[5])[0] - s0) <= 1e-3f * (1 + std::fabs(s0)));
+  CHECK((get<float>(o[6]) == std::vector<float>{512, 512}));
+  CHECK((get<int32_t>(o[7]) == std::vector<int32_t>{3072, 3072}));
+}
+
 void test_windows() {
   Builder b("windows");
   Value img = b.parameter(TensorType{ElemType::F32, {1, 1, 4, 4}});
@@ -721,6 +781,7 @@ int main(int argc, char** argv) {
       {"slicing", test_slicing, true},
       {"dot", test_dot, true},
       {"reduce", test_reduce, true},
+      {"reduce_long_dims", test_reduce_long_dims, true},
       {"windows", test_windows, true},
       {"gather_scatter", test_gather_scatter, true},
       {"scatter_add_duplicates", test_scatter_add_duplicates, true},
