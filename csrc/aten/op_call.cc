@@ -214,6 +214,31 @@ TensorRef Call::tensor_ref(const at::Tensor& t, size_t i) {
   TORCH_CHECK(false, device_mismatch(info, op.schema(), i, ours, dev));
 }
 
+// A Lowering::scalars_as_self op's value as self's dtype: PyTorch's kernels take it
+// through c10::checked_convert, so a value the dtype cannot hold (70000 into
+// float16, 300 into int8) is an error there, where XLA's convert would give an
+// infinity or wrap around.
+static void check_value_fits(const c10::Scalar& s, at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: (void)s.to<at::Half>(); break;
+    case at::kBFloat16: (void)s.to<at::BFloat16>(); break;
+    case at::kFloat: (void)s.to<float>(); break;
+    case at::kChar: (void)s.to<int8_t>(); break;
+    case at::kByte: (void)s.to<uint8_t>(); break;
+    case at::kShort: (void)s.to<int16_t>(); break;
+    case at::kInt: (void)s.to<int32_t>(); break;
+    default: break;  // double, int64 and the rest: as PyTorch's kernels, no range to leave
+  }
+}
+
+// An int Scalar whose value a double holds exactly (|v| <= 2^53): converted to a
+// floating type from either, it rounds the same.
+static bool integral_exact_as_double(const c10::IValue& v) {
+  if (!v.isInt()) return false;
+  const int64_t x = v.toInt();
+  return x >= -(int64_t(1) << 53) && x <= (int64_t(1) << 53);
+}
+
 int Call::scalar_input(const c10::Scalar& s) {
   Input in;
   in.kind = Input::kHost;
@@ -325,7 +350,15 @@ void Call::walk() {
         } else {
           d.kind = lower::Arg::kScalar;
           d.value = v;
-          d.input = scalar_input(v.isDouble() ? c10::Scalar(v.toDouble()) : v.toScalar());
+          if (info.lowering && info.lowering->scalars_as_self && arg(0).isTensor()) {
+            const at::ScalarType self_type = arg(0).toTensor().scalar_type();
+            check_value_fits(v.toScalar(), self_type);
+            // An int that only becomes self's floating dtype enters as the double
+            // it equals (the op's own argument untouched).
+            if (integral_exact_as_double(v) && at::isFloatingType(self_type))
+              d.value = c10::IValue(static_cast<double>(v.toInt()));
+          }
+          d.input = scalar_input(d.value.isDouble() ? c10::Scalar(d.value.toDouble()) : d.value.toScalar());
         }
         break;
       case ArgClass::kScalarList: {

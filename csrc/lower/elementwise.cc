@@ -358,6 +358,7 @@ void register_elementwise() {
     ElemType t = to_elem(c.dtype(0));
     return {bcast(c.b, c.scalar(1, t), self.dims())};
   });
+  scalars_as_self("fill.Scalar");
   add("fill.Tensor", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
     ElemType t = to_elem(c.dtype(0));

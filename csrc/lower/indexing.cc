@@ -378,6 +378,7 @@ void register_indexing() {
     Value mask = bcast(c.b, cast(c.b, m, ElemType::PRED), dims);
     return {c.b.select(mask, bcast(c.b, c.scalar(2, self.elem()), dims), self)};
   });
+  scalars_as_self("masked_fill.Scalar");
   add("masked_fill.Tensor", [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0), m = c.tensor(1);
     auto dims = hlo::broadcast_shapes(self.dims(), m.dims());
@@ -406,6 +407,7 @@ void register_indexing() {
       return {b.select(mask, bcast(b, v, self.dims()), self)};
     });
   }
+  scalars_as_self("index_fill.int_Scalar");
   // flip(self, dims): cumprod's backward needs it.
   add("flip", [](Ctx& c) -> std::vector<Value> {
     Value x = c.tensor(0);

@@ -174,6 +174,10 @@ void skip_meta(const std::string& name) {
 
 void update_in_place(const std::string& name) { table().at(name).in_place = true; }
 
+void scalars_as_self(const std::string& name) {
+  table().at(name.find("::") != std::string::npos ? name : "aten::" + name).scalars_as_self = true;
+}
+
 const Lowering* find(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;

@@ -144,6 +144,11 @@ struct Lowering {
   // elements itself. Opt-in per op: buffers that alias host memory (host-staged
   // collectives' results) must not be written in place.
   bool in_place = false;
+  // Every Scalar argument only ever becomes self's (argument 0's) dtype
+  // (c.scalar(i, self's type)): the caller passes an integral one as a double when
+  // self is floating and the value is exact as a double, the same answer, so that
+  // `masked_fill(m, 0)` and `masked_fill(m, -inf)` share one program (Call::walk).
+  bool scalars_as_self = false;
 };
 
 // Registers `fn` for the functional overload `name` ("aten::add.Tensor", or
@@ -156,6 +161,8 @@ void add(const std::string& name, LowerFn fn, std::vector<int> static_args = {},
 void skip_meta(const std::string& name);
 // Marks a registered lowering as Lowering::in_place.
 void update_in_place(const std::string& name);
+// Marks a registered lowering as Lowering::scalars_as_self.
+void scalars_as_self(const std::string& name);
 
 const Lowering* find(const std::string& name);
 const std::unordered_map<std::string, Lowering>& all();

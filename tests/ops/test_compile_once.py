@@ -137,3 +137,40 @@ def test_metrics_and_report():
     assert m["bytes_to_host"] >= 16
     assert "programs compiled" in torch_tpu.debug.report()
     assert "aten::add.Tensor" in torch_tpu.debug.lowered_ops()
+
+
+@pytest.mark.strict_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_int_and_float_fill_values_share_a_program(dtype):
+    # masked_fill / fill_ / index_fill take their value as self's dtype, so an int
+    # value enters as the double it equals: autograd's masked_fill(mask, 0) shares
+    # the forward's masked_fill(mask, -inf) program (one compile fewer in a GPT step).
+    x = torch.randn(6, 40).to(dtype)
+    mask = torch.rand(6, 40) > 0.5
+    idx = torch.tensor([0, 3, 39])
+    xt, mt, it = x.to("tpu"), mask.to("tpu"), idx.to("tpu")
+    huge = 2 ** 53 if dtype != torch.float16 else 2 ** 11  # float16 overflows beyond 65504
+    values = [float("-inf"), 0, -3, huge, 2.5, -huge]
+    for v in values[:1]:  # warm-up: one program per op
+        xt.masked_fill(mt, v).cpu(), xt.clone().fill_(v).cpu(), xt.index_fill(1, it, v).cpu()
+    n0 = compiled()
+    for v in values:
+        assert_close_cpu(xt.masked_fill(mt, v), x.masked_fill(mask, v), rtol=0, atol=0)
+        assert_close_cpu(xt.clone().fill_(v), x.clone().fill_(v), rtol=0, atol=0)
+        assert_close_cpu(xt.index_fill(1, it, v), x.index_fill(1, idx, v), rtol=0, atol=0)
+    assert compiled() == n0  # the ints ran the programs the float compiled
+    # Beyond 2^53 an int is not exact as a double: it keeps its own program and
+    # rounds from the integer itself, as on the CPU.
+    if dtype != torch.float16:
+        big = 2 ** 53 + 1
+        assert_close_cpu(xt.masked_fill(mt, big), x.masked_fill(mask, big), rtol=0, atol=0)
+
+
+@pytest.mark.strict_only
+def test_int_fill_values_of_integer_tensors_stay_integers():
+    x = torch.randint(-5, 5, (4, 50), dtype=torch.int64)
+    mask = torch.rand(4, 50) > 0.5
+    xt, mt = x.to("tpu"), mask.to("tpu")
+    for v in (2 ** 62 + 1, -7, 0):  # exact in int64, not in a double
+        assert torch.equal(xt.masked_fill(mt, v).cpu(), x.masked_fill(mask, v))
+        assert torch.equal(xt.clone().fill_(v).cpu(), x.clone().fill_(v))

@@ -128,3 +128,27 @@ def test_index_into_zero_size_dim_with_empty_index():
     check(lambda a: a[torch.tensor([], dtype=torch.long, device=a.device)],
           torch.zeros(0, 2, dtype=torch.long), grad=False)
     check(lambda a: a[torch.tensor([], dtype=torch.long, device=a.device), 1], torch.zeros(0, 3))
+
+
+@pytest.mark.parametrize("dtype,value", [(torch.float16, 70000), (torch.float16, 1e6),
+                                         (torch.bfloat16, 1e39), (torch.float32, -1e39),
+                                         (torch.int8, 300), (torch.int32, 2 ** 40)])
+def test_fill_values_the_dtype_cannot_hold_raise_as_on_cpu(dtype, value):
+    # PyTorch's kernels take the value through c10::checked_convert; XLA's convert
+    # would give an infinity (or wrap an integer) without a word.
+    x = torch.zeros(2, 5, dtype=dtype)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    idx = torch.tensor([1])
+    for name, cpu_call, tpu_call in [
+            ("masked_fill", lambda: x.masked_fill(mask, value),
+             lambda: x.to("tpu").masked_fill(mask.to("tpu"), value)),
+            ("fill_", lambda: x.clone().fill_(value), lambda: x.to("tpu").fill_(value)),
+            ("index_fill", lambda: x.index_fill(1, idx, value),
+             lambda: x.to("tpu").index_fill(1, idx.to("tpu"), value))]:
+        with pytest.raises(RuntimeError, match="without overflow"):
+            cpu_call()
+        with pytest.raises(RuntimeError, match="without overflow"):
+            tpu_call().cpu()
+    # The largest values the dtype holds still fill.
+    top = torch.finfo(dtype).max if dtype.is_floating_point else torch.iinfo(dtype).max
+    assert torch.equal(x.to("tpu").masked_fill(mask.to("tpu"), top).cpu(), x.masked_fill(mask, top))
