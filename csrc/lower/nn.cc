@@ -20,6 +20,20 @@ Value softmax(hlo::Builder& b, Value x, int64_t dim) {
   return b.div(e, bcast(b, reduce_sum(b, e, {dim}, true), x.dims()));
 }
 
+// The element of x where `mask` (x's shape) is set along `dim`, 0 where no element
+// is (a one-hot pick). A variadic reduction that takes the masked element instead
+// of a sum of the selected element and zeros: the same value (a -0.0 stays -0.0,
+// as the CPU's nll_loss), in one kernel, where XLA's CPU compiler splits a sum over
+// more than 32 classes into two (see Builder::reduce).
+Value pick_along(hlo::Builder& b, Value x, Value mask, int64_t dim) {
+  auto body = [](hlo::Builder& r, const std::vector<Value>& a) -> std::vector<Value> {
+    // (value so far, any so far, element, its mask)
+    return {r.select(a[3], a[2], a[0]), r.binary("or", a[1], a[3])};
+  };
+  return b.reduce({x, mask}, {b.constant_f(0, x.elem()), b.constant_i(0, ElemType::PRED)}, {dim},
+                  body)[0];
+}
+
 // One-hot mask [N, C] (or [C]) of `target`, false where target == ignore_index.
 struct Picked {
   Value mask;    // PRED, self's shape
@@ -42,7 +56,7 @@ Picked pick(Ctx& c, Value self, Value target, std::optional<Value> weight, int64
   Value w;
   if (weight) {
     Value wb = b.broadcast_in_dim(cast(b, *weight, t), self.dims(), {cdim});
-    w = reduce_sum(b, b.select(mask, wb, zeros_like(b, wb)), {cdim}, false);
+    w = pick_along(b, wb, mask, cdim);
   } else {
     w = b.splat_f(1, {t, tdims});
   }
@@ -95,7 +109,7 @@ void register_nn() {
     int64_t reduction = c.int_arg(3), ignore = c.int_arg(4);
     Picked p = pick(c, x, c.tensor(1), c.opt_tensor(2), ignore, t);
     int64_t cdim = x.rank() == 1 ? 0 : 1;
-    Value picked = reduce_sum(c.b, c.b.select(p.mask, x, zeros_like(c.b, x)), {cdim}, false);
+    Value picked = pick_along(c.b, x, p.mask, cdim);
     Value loss = c.b.neg(c.b.mul(picked, p.weight));
     std::vector<int64_t> all;
     for (int64_t d = 0; d < loss.rank(); ++d) all.push_back(d);
