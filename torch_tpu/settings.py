@@ -51,9 +51,10 @@ SETTINGS = (
     _S("TORCH_TPU_CPU_THREADS", "int", "",
        "Threads of the CPU plugin's pools (its workers and the intra-op pool that parallel "
        "loops and matrix products use), passed as XLA's NPROC when the client starts; an "
-       "NPROC already set wins. Unset: the CPUs the process may use, and at least 4: with one "
-       "thread per core, a thread that loses its core stalls every parallel loop that waits "
-       "on it, which on a shared 2-core machine doubled the step (docs/performance.md).",
+       "NPROC already set wins. Unset: the CPUs the process may use, one thread per core, "
+       "the fastest where the cores are free. On a machine other work keeps busy, more "
+       "threads than cores (e.g. 4 on 2 cores) keep a parallel loop from waiting on a "
+       "thread that lost its core (docs/performance.md).",
        scope="c++", minimum=1),
     _S("TORCH_TPU_CPU_HOST_GEMM", "bool", "0",
        "On the CPU plugin, float32 matrix products of the forms a BLAS takes (2-D, or batched "

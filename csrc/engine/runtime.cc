@@ -23,20 +23,22 @@ namespace {
 void on_fork_child() { Runtime::get().mark_forked(); }
 
 // The CPU plugin sizes its worker and intra-op (Eigen) pools from XLA's NPROC when set,
-// else from the CPUs the process may use, when the client starts. One thread per core
-// is the best on an idle machine, but on a shared one a pool thread that loses its core
-// holds up every parallel loop and matrix product waiting on its share: on a loaded
-// 2-core machine 4 threads made the GPT step ~2x faster in wall time, for ~6% more CPU
-// time (docs/performance.md). So at least 4 threads, unless TORCH_TPU_CPU_THREADS (or
-// an NPROC of the user's) says otherwise. NPROC is set only around the client's start,
-// so that child processes do not inherit it.
+// else from the CPUs of the machine, when the client starts. We set it to the CPUs the
+// process may use (its affinity mask, which XLA does not read): one thread per core,
+// the best on a machine whose cores are free. A 2-core machine, GPT step, one
+// interleaved run each (docs/performance.md): quiet, 2 threads against 4 made Defer &
+// Fuse training 1.26x and inference 1.34x faster (extra threads wait for a core at
+// every parallel loop); with two busy processes beside it, 4 threads were 1.18x faster
+// (a pool thread that loses its core holds up every loop waiting on its share), and at
+// load 16-27 ~2x. Shared machines set TORCH_TPU_CPU_THREADS (or NPROC, which wins).
+// NPROC is set only around the client's start, so that child processes do not inherit it.
 class CpuThreads {
  public:
   CpuThreads() {
     if (std::getenv("NPROC")) return;  // the user's choice wins
     int64_t n = tpu::settings::raw("TORCH_TPU_CPU_THREADS")
                     ? tpu::settings::integer("TORCH_TPU_CPU_THREADS")
-                    : std::max(4, cpus_allowed());
+                    : cpus_allowed();
     setenv("NPROC", std::to_string(std::max<int64_t>(1, n)).c_str(), 1);
     set_ = true;
   }
