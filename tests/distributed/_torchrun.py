@@ -8,11 +8,36 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+TAG_VAR = "TORCH_TPU_TEST_TORCHRUN"
+
+
+def kill_tagged(tag):
+    """SIGKILLs every process started with TAG_VAR=tag in its environment. torchrun's
+    agent starts each worker in a session of its own, so killing torchrun's process
+    group leaves a hung worker running, and it holds the output pipe open: a fresh-clone
+    run under load waited on such a worker for 20 minutes."""
+    marker = f"{TAG_VAR}={tag}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                tagged = marker in f.read().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if tagged:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=300, max_restarts=0):
@@ -24,6 +49,7 @@ def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=30
     full_env.update({"TORCH_TPU_EXECUTION_MODE": mode, "OMP_NUM_THREADS": "1",
                      "PYTHONPATH": os.pathsep.join([ROOT, full_env.get("PYTHONPATH", "")])})
     full_env.update(env or {})
+    tag = full_env[TAG_VAR] = uuid.uuid4().hex
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", f"--max-restarts={max_restarts}", "--monitor-interval=0.5",
            script, *map(str, args)]
@@ -32,8 +58,12 @@ def torchrun(script, nproc=2, args=(), mode="strict_eager", env=None, timeout=30
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        kill_tagged(tag)  # the workers, each in its own session
+        out, _ = p.communicate(timeout=60)
         pytest.fail(f"torchrun {os.path.basename(script)} did not finish within {timeout}s "
                     f"(hang):\n{out[-6000:]}")
     return p.returncode, out
