@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-TAG_VAR = "TORCH_TPU_TEST_TORCHRUN"
+TAG_VAR = "TORCHRUN_HARNESS_TAG"  # not a TORCH_TPU_ setting: the tests own it
 
 
 def kill_tagged(tag):
