@@ -159,23 +159,26 @@ std::unordered_map<std::string, Lowering>& table() {
   static auto* t = new std::unordered_map<std::string, Lowering>();
   return *t;
 }
+
+// "add.Tensor" -> "aten::add.Tensor"; a name with a namespace stays as it is.
+std::string qualified(const std::string& name) {
+  return name.find("::") != std::string::npos ? name : "aten::" + name;
+}
 }  // namespace
 
 void add(const std::string& name, LowerFn fn, std::vector<int> static_args, bool needs_rng) {
-  std::string key = name.rfind("aten::", 0) == 0 || name.find("::") != std::string::npos
-                        ? name
-                        : "aten::" + name;
+  const std::string key = qualified(name);
   table()[key] = Lowering{key, std::move(fn), std::move(static_args), needs_rng};
 }
 
 void skip_meta(const std::string& name) {
-  table().at(name.find("::") != std::string::npos ? name : "aten::" + name).skip_meta = true;
+  table().at(qualified(name)).skip_meta = true;
 }
 
 void update_in_place(const std::string& name) { table().at(name).in_place = true; }
 
 void scalars_as_self(const std::string& name) {
-  table().at(name.find("::") != std::string::npos ? name : "aten::" + name).scalars_as_self = true;
+  table().at(qualified(name)).scalars_as_self = true;
 }
 
 const Lowering* find(const std::string& name) {
