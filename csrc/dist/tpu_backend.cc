@@ -1,6 +1,7 @@
 #include "dist/tpu_backend.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ThreadLocalPythonObjects.h>
 
 #include "aten/tpu_tensor.h"
 
@@ -37,6 +38,29 @@ TensorList flat(const TensorLists& tss) {
   return out;
 }
 
+// Each collective is posted with the thread's stashed Python objects set aside.
+// The work it posts captures the poster's at::ThreadLocalState (Gloo's work, and
+// the completion callback StagedWork adds to its future) and is freed on Gloo's
+// worker thread. torch.autograd stashes the caller's contextvars context among
+// those objects for every backward, so a collective posted during one (DDP's
+// gradient allreduces) carried a Python object into Gloo's thread, and freeing it
+// there takes the GIL: a deadlock when the group is destroyed under the GIL (its
+// destructor joins that thread; DDP's Reducer freed by Python), an abort during
+// interpreter exit. The collective needs none of them. (A Python dispatch mode
+// active around a collective is still captured: the CPU ops run under it.)
+class PythonObjectsSetAside {
+ public:
+  PythonObjectsSetAside() : saved_(at::impl::ThreadLocalPythonObjects::get_state()) {
+    at::impl::ThreadLocalPythonObjects::set_state({});
+  }
+  ~PythonObjectsSetAside() { at::impl::ThreadLocalPythonObjects::set_state(std::move(saved_)); }
+  PythonObjectsSetAside(const PythonObjectsSetAside&) = delete;
+  PythonObjectsSetAside& operator=(const PythonObjectsSetAside&) = delete;
+
+ private:
+  at::impl::ThreadLocalPythonObjects saved_;
+};
+
 void check_peer(int peer, int size, const char* op) {
   TORCH_CHECK(peer >= 0 && peer < size, "tpu process group: ", op, ": rank ", peer,
               " is not in a group of ", size);
@@ -68,12 +92,14 @@ void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 WorkPtr TpuBackend::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "broadcast");
   check_peer(static_cast<int>(opts.rootRank), getSize(), "broadcast");
   return transport_->broadcast(tensors, opts);
 }
 
 WorkPtr TpuBackend::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "allreduce");
   TORCH_CHECK(!tensors.empty(), "tpu process group: allreduce: no tensors");
   check_same_dtype(tensors, tensors[0].scalar_type(), "allreduce");
@@ -83,11 +109,13 @@ WorkPtr TpuBackend::allreduce(TensorList& tensors, const c10d::AllreduceOptions&
 
 WorkPtr TpuBackend::allreduce_coalesced(TensorList& tensors,
                                         const c10d::AllreduceCoalescedOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "allreduce_coalesced");
   return transport_->allreduce_coalesced(tensors, opts);
 }
 
 WorkPtr TpuBackend::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "reduce");
   check_peer(static_cast<int>(opts.rootRank), getSize(), "reduce");
   return transport_->reduce(tensors, opts);
@@ -95,6 +123,7 @@ WorkPtr TpuBackend::reduce(TensorList& tensors, const c10d::ReduceOptions& opts)
 
 WorkPtr TpuBackend::allgather(TensorLists& outputs, TensorList& inputs,
                               const c10d::AllgatherOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(inputs, "allgather");
   check_tensors(flat(outputs), "allgather");
   TORCH_CHECK(outputs.size() == inputs.size(), "tpu process group: allgather: ", outputs.size(),
@@ -114,6 +143,7 @@ WorkPtr TpuBackend::allgather(TensorLists& outputs, TensorList& inputs,
 
 WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                     const c10d::AllgatherOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors({output, input}, "allgather_into_tensor");
   check_same_dtype({output}, input.scalar_type(), "allgather_into_tensor");
   return transport_->allgather_base(output, input, opts);
@@ -121,6 +151,7 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
 
 WorkPtr TpuBackend::allgather_coalesced(TensorLists& outputs, TensorList& inputs,
                                         const c10d::AllgatherOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(inputs, "allgather_coalesced");
   check_tensors(flat(outputs), "allgather_coalesced");
   return transport_->allgather_coalesced(outputs, inputs, opts);
@@ -128,6 +159,7 @@ WorkPtr TpuBackend::allgather_coalesced(TensorLists& outputs, TensorList& inputs
 
 WorkPtr TpuBackend::allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                     const c10d::AllgatherOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(inputs, "allgather_into_tensor_coalesced");
   check_tensors(outputs, "allgather_into_tensor_coalesced");
   for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i)
@@ -137,6 +169,7 @@ WorkPtr TpuBackend::allgather_into_tensor_coalesced(TensorList& outputs, TensorL
 
 WorkPtr TpuBackend::gather(TensorLists& outputs, TensorList& inputs,
                            const c10d::GatherOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(inputs, "gather");
   check_tensors(flat(outputs), "gather");
   check_peer(static_cast<int>(opts.rootRank), getSize(), "gather");
@@ -145,6 +178,7 @@ WorkPtr TpuBackend::gather(TensorLists& outputs, TensorList& inputs,
 
 WorkPtr TpuBackend::scatter(TensorList& outputs, TensorLists& inputs,
                             const c10d::ScatterOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(outputs, "scatter");
   check_tensors(flat(inputs), "scatter");
   check_peer(static_cast<int>(opts.rootRank), getSize(), "scatter");
@@ -153,6 +187,7 @@ WorkPtr TpuBackend::scatter(TensorList& outputs, TensorLists& inputs,
 
 WorkPtr TpuBackend::reduce_scatter(TensorList& outputs, TensorLists& inputs,
                                    const c10d::ReduceScatterOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(outputs, "reduce_scatter");
   check_tensors(flat(inputs), "reduce_scatter");
   TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1 &&
@@ -164,6 +199,7 @@ WorkPtr TpuBackend::reduce_scatter(TensorList& outputs, TensorLists& inputs,
 
 WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                          const c10d::ReduceScatterOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors({output, input}, "reduce_scatter_tensor");
   check_same_dtype({output}, input.scalar_type(), "reduce_scatter_tensor");
   return transport_->reduce_scatter_base(output, input, opts);
@@ -171,6 +207,7 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
 
 WorkPtr TpuBackend::reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
                                                     const c10d::ReduceScatterOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(outputs, "reduce_scatter_tensor_coalesced");
   check_tensors(inputs, "reduce_scatter_tensor_coalesced");
   for (size_t i = 0; i < inputs.size() && i < outputs.size(); ++i)
@@ -182,6 +219,7 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                   std::vector<int64_t>& output_splits,
                                   std::vector<int64_t>& input_splits,
                                   const c10d::AllToAllOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors({output, input}, "all_to_all_single");
   check_same_dtype({output}, input.scalar_type(), "all_to_all_single");
   return transport_->alltoall_base(output, input, output_splits, input_splits, opts);
@@ -189,6 +227,7 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
 
 WorkPtr TpuBackend::alltoall(TensorList& outputs, TensorList& inputs,
                              const c10d::AllToAllOptions& opts) {
+  PythonObjectsSetAside aside;
   check_tensors(outputs, "all_to_all");
   check_tensors(inputs, "all_to_all");
   TORCH_CHECK(static_cast<int>(outputs.size()) == getSize() &&
@@ -199,25 +238,32 @@ WorkPtr TpuBackend::alltoall(TensorList& outputs, TensorList& inputs,
 }
 
 WorkPtr TpuBackend::send(TensorList& tensors, int dst, int tag) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "send");
   check_peer(dst, getSize(), "send");
   return transport_->send(tensors, dst, tag);
 }
 
 WorkPtr TpuBackend::recv(TensorList& tensors, int src, int tag) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "recv");
   check_peer(src, getSize(), "recv");
   return transport_->recv(tensors, src, tag);
 }
 
 WorkPtr TpuBackend::recvAnysource(TensorList& tensors, int tag) {
+  PythonObjectsSetAside aside;
   check_tensors(tensors, "recv");
   return transport_->recv_anysource(tensors, tag);
 }
 
-WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) { return transport_->barrier(opts); }
+WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  PythonObjectsSetAside aside;
+  return transport_->barrier(opts);
+}
 
 void TpuBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  PythonObjectsSetAside aside;
   transport_->monitored_barrier(opts, wait_all_ranks);
 }
 

@@ -40,10 +40,7 @@ def batches(world):
 def train(spelling):
     init(spelling)
     rank, world = dist.get_rank(), dist.get_world_size()
-    # CPU tensors work on the same group. (Before training, not just before the
-    # group is torn down: Gloo's worker thread needs the GIL to drop a CPU
-    # tensor after completing it, and the last group reference going away
-    # under the GIL, as DDP's Reducer drops it, would wait for that thread.)
+    # CPU tensors work on the same group (PyTorch's Gloo serves them).
     c = torch.full((2,), float(rank + 1))
     dist.all_reduce(c)
     assert c.tolist() == [float(world * (world + 1) // 2)] * 2, (spelling, c)
