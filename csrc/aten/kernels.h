@@ -9,6 +9,9 @@ namespace tpu::aten {
 void register_tensor_kernels(torch::Library& m);
 void register_copy_kernels(torch::Library& m);
 void register_batch_norm_kernel(torch::Library& m);
+// matmul and cross_entropy as one op each where no gradient is recorded
+// (no_grad_composites.cc).
+void register_no_grad_composites(torch::Library& m);
 void register_data_dependent_kernels(torch::Library& m);
 // Refuses sparse tensors and sparse embedding gradients (sparse_kernels.cc).
 void register_sparse_kernels(torch::Library& m);

@@ -111,6 +111,7 @@ void register_all_kernels() {
   register_tensor_kernels(*lib);
   register_copy_kernels(*lib);
   register_batch_norm_kernel(*lib);
+  register_no_grad_composites(*lib);
   register_data_dependent_kernels(*lib);
   register_unique_kernels(*lib);
   register_repeat_interleave_kernels(*lib);

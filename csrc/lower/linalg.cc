@@ -1,4 +1,5 @@
-// Matrix products: mm, addmm, addmv, bmm, baddbmm, addbmm, dot, vdot.
+// Matrix products: mm, addmm, addmv, bmm, baddbmm, addbmm, dot, vdot, and the
+// batched forms of matmul (aten/no_grad_composites.cc).
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -39,6 +40,22 @@ void register_linalg() {
   add("bmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1}));
     return {cast(c.b, batched(c.b, c.tensor(0), c.tensor(1), t), t)};
+  });
+  // matmul of a batch of matrices [..., n, k] by one of the same batch [..., k, m]
+  // or by one matrix [k, m]: one dot_general that reads its operands where they lie.
+  // PyTorch's decomposition (expand, reshape, bmm) copies a transposed view such as
+  // attention's q, k and v before the product; this form is what aten/no_grad_composites.cc
+  // routes here when no gradient is recorded, every other form stays decomposed.
+  add("matmul", [](Ctx& c) -> std::vector<Value> {
+    ElemType t = to_elem(result_type(c, {0, 1}));
+    Value x = c.tensor(0), y = c.tensor(1);
+    const int64_t n = static_cast<int64_t>(x.dims().size());
+    TORCH_CHECK(n >= 3 && (y.dims().size() == 2 || static_cast<int64_t>(y.dims().size()) == n),
+                "matmul lowering: expects [..., n, k] by [k, m] or by [..., k, m]");
+    if (y.dims().size() == 2) return {cast(c.b, dot_acc(c.b, x, y, {}, {}, {n - 1}, {0}, t), t)};
+    std::vector<int64_t> batch(n - 2);
+    for (int64_t d = 0; d < n - 2; ++d) batch[d] = d;
+    return {cast(c.b, dot_acc(c.b, x, y, batch, batch, {n - 1}, {n - 2}, t), t)};
   });
   add("addmm", [](Ctx& c) -> std::vector<Value> {
     ElemType t = to_elem(result_type(c, {0, 1, 2}));

@@ -1,4 +1,5 @@
-// Neural-network ops: softmax family and the negative log-likelihood loss.
+// Neural-network ops: softmax family, the negative log-likelihood loss and
+// cross_entropy over class indices (aten/no_grad_composites.cc).
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -68,6 +69,23 @@ Picked pick(Ctx& c, Value self, Value target, std::optional<Value> weight, int64
   return {mask, w};
 }
 
+// nll_loss_forward's results (loss, total weight) for x, self in opmath(t), with
+// target and weight the op's arguments 1 and 2.
+std::vector<Value> nll(Ctx& c, Value x, int64_t reduction, int64_t ignore) {
+  ElemType t = x.elem();
+  Picked p = pick(c, x, c.tensor(1), c.opt_tensor(2), ignore, t);
+  int64_t cdim = x.rank() == 1 ? 0 : 1;
+  Value picked = pick_along(c.b, x, p.mask, cdim);
+  Value loss = c.b.neg(c.b.mul(picked, p.weight));
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < loss.rank(); ++d) all.push_back(d);
+  Value total = reduce_sum(c.b, p.weight, all, false);
+  if (reduction == 0) return {loss, total};
+  Value sum = reduce_sum(c.b, loss, all, false);
+  if (reduction == 1) return {c.b.div(sum, total), total};
+  return {sum, total};
+}
+
 }  // namespace
 
 void register_nn() {
@@ -104,23 +122,22 @@ void register_nn() {
   // handles any rank with classes on dim 1, so one lowering serves both.
   auto nll_forward = [](Ctx& c) -> std::vector<Value> {
     Value self = c.tensor(0);
-    ElemType t = opmath(self.elem());
-    Value x = cast(c.b, self, t);
-    int64_t reduction = c.int_arg(3), ignore = c.int_arg(4);
-    Picked p = pick(c, x, c.tensor(1), c.opt_tensor(2), ignore, t);
-    int64_t cdim = x.rank() == 1 ? 0 : 1;
-    Value picked = pick_along(c.b, x, p.mask, cdim);
-    Value loss = c.b.neg(c.b.mul(picked, p.weight));
-    std::vector<int64_t> all;
-    for (int64_t d = 0; d < loss.rank(); ++d) all.push_back(d);
-    Value total = reduce_sum(c.b, p.weight, all, false);
-    if (reduction == 0) return {loss, total};
-    Value sum = reduce_sum(c.b, loss, all, false);
-    if (reduction == 1) return {c.b.div(sum, total), total};
-    return {sum, total};
+    return nll(c, cast(c.b, self, opmath(self.elem())), c.int_arg(3), c.int_arg(4));
   };
   add("nll_loss_forward", nll_forward);
   add("nll_loss2d_forward", nll_forward);
+  // cross_entropy_loss(self, target, weight?, reduction, ignore_index, label_smoothing):
+  // log_softmax and nll_loss in one program, for what aten/no_grad_composites.cc
+  // routes here (class indices, no label smoothing: the argument is not read).
+  // The log-probabilities are rounded to self's dtype, as the decomposition's
+  // log_softmax returns them.
+  add("cross_entropy_loss", [](Ctx& c) -> std::vector<Value> {
+    Value self = c.tensor(0);
+    ElemType t = opmath(self.elem());
+    int64_t cdim = self.rank() == 1 ? 0 : 1;
+    Value lsm = cast(c.b, log_softmax(c.b, cast(c.b, self, t), cdim), self.elem());
+    return {nll(c, cast(c.b, lsm, t), c.int_arg(3), c.int_arg(4))[0]};
+  });
   // nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?,
   // reduction, ignore_index, total_weight)
   auto nll_backward = [](Ctx& c) -> std::vector<Value> {

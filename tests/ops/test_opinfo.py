@@ -18,6 +18,7 @@ SUBSET = [
     "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos", "reciprocal", "where", "clamp",
     "addcmul", "addcdiv", "sum", "mean", "amax", "amin", "mm", "addmm", "bmm", "baddbmm",
     "cat", "index_select", "softmax", "nn.functional.relu", "clone", "fill", "zero_", "arange",
+    "matmul", "__rmatmul__", "nn.functional.cross_entropy",
     # op-coverage batch 2
     "prod", "asin", "logaddexp", "copysign", "floor_divide", "nan_to_num",
     "nn.functional.pad", "nn.functional.embedding_bag", "cummax", "lerp",

@@ -729,7 +729,7 @@ def _mm_rule(it, n, args, kwargs, ms):
     m = _and(rows, cols)
     if mbias is not None:
         m = _and(m, _full_rank(mbias, out.dim()))
-    return out, m
+    return out, (None if m is None else _full_rank(m, out.dim()))
 
 
 def _embedding_rule(it, n, args, kwargs, ms):
@@ -983,7 +983,10 @@ for _table in (_MAX_LIKE, _ARG_LIKE, _MAX_DIM):
 for _op in _SOFTMAX:
     _RULES[_op] = _softmax_rule
 _RULES[aten.native_layer_norm.default] = _layer_norm_rule
-for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default):
+# matmul: Defer & Fuse records the batched forms as one op where no gradient is
+# recorded ([..., n, k] by [..., k, m] or by [k, m]; csrc/aten/no_grad_composites.cc).
+for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+            aten.matmul.default):
     _RULES[_op] = _mm_rule
 _RULES[aten.embedding.default] = _embedding_rule
 for _op in _CUMULATIVE:
